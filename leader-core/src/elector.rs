@@ -1,0 +1,70 @@
+//! [`LeaderElector`]: run a body on one candidate at a time.
+
+use crate::{
+    Error, LeaderElectionOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
+    LeaderRunResult, Lease, LeaseStore,
+};
+
+/// Elects one holder per name: a [`LeaderGroupElector`] with `max_leaders` = 1.
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::{LeaderElectionOptions, LeaderElector, LeaderRunResult, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// let elector = LeaderElector::new(
+///     MemoryStore::new(),
+///     LeaderElectionOptions::new().lease_time(Duration::from_secs(600)).auto_extend(true),
+/// )?;
+/// let report = elector.run_if_leader("nightly-report", |lease| async move {
+///     format!("report written under fence {}", lease.fence())
+/// }).await?;
+/// assert_eq!(report, LeaderRunResult::Elected("report written under fence 1".to_owned()));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaderElector {
+    group: LeaderGroupElector,
+}
+
+impl LeaderElector {
+    /// An elector over `store`, after checking every option.
+    pub fn new(
+        store: impl LeaseStore + 'static,
+        options: LeaderElectionOptions,
+    ) -> Result<Self, Error> {
+        let options = LeaderGroupElectionOptions::from_election(1, options);
+        Ok(LeaderElector {
+            group: LeaderGroupElector::new(store, options)?,
+        })
+    }
+
+    /// This candidate's holder id.
+    pub fn holder_id(&self) -> &str {
+        self.group.holder_id()
+    }
+
+    /// The store key `name` resolves to, without touching the store.
+    pub fn key(&self, name: &str) -> Result<String, Error> {
+        self.group.key(name)
+    }
+
+    /// Runs `body` if leadership of `name` is won within `wait_time`; see
+    /// [`LeaderGroupElector::run_if_leader`].
+    pub async fn run_if_leader<F, Fut, T>(
+        &self,
+        name: &str,
+        body: F,
+    ) -> Result<LeaderRunResult<T>, Error>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.group.run_if_leader(name, body).await
+    }
+
+    /// Who leads `name` now, if anyone (`max_leaders` is 1).
+    pub async fn state(&self, name: &str) -> Result<LeaderGroupState, Error> {
+        self.group.state(name).await
+    }
+}

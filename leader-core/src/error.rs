@@ -1,0 +1,135 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// A boxed error from a store's client library, kept as the [`source`](std::error::Error::source).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong in `leader`.
+///
+/// Contention is never an error: a call that finds no free slot returns
+/// [`LeaderRunResult::Skipped`](crate::LeaderRunResult::Skipped).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An option was given a value outside what it allows; the message names both.
+    #[error("invalid `{option}` {value}: {allowed}")]
+    InvalidOption {
+        /// The option's name, as its setter is called.
+        option: &'static str,
+        /// The value that was given, rendered for humans.
+        value: String,
+        /// What the option allows.
+        allowed: String,
+    },
+
+    /// A group or role name that cannot be used to build a key.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Why it was refused and what is allowed.
+        reason: String,
+    },
+
+    /// A resolved or exact store key that the store cannot use.
+    #[error("invalid key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key as resolved.
+        key: String,
+        /// Why it was refused and what is allowed.
+        reason: String,
+    },
+
+    /// The group already holds slots granted under another `max_leaders`.
+    #[error(
+        "max_leaders {requested} requested but group `{group}` holds slots granted with \
+         max_leaders {existing}; stop the old replicas or use the same value"
+    )]
+    MaxLeadersMismatch {
+        /// The group's store key.
+        group: String,
+        /// The `max_leaders` of this caller.
+        requested: u32,
+        /// The `max_leaders` the live slots were granted under.
+        existing: u32,
+    },
+
+    /// The store could not be reached or dropped the connection; retrying may succeed.
+    #[error("{store} store unavailable during {operation}")]
+    Unavailable {
+        /// The store's kind, such as `memory` or `redis`.
+        store: &'static str,
+        /// The operation that failed: `acquire`, `renew`, `release`, `state` or `watch`.
+        operation: &'static str,
+        /// The client library's error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The store did not answer in time; retrying may succeed.
+    #[error("{store} store did not answer {operation} within {after:?}")]
+    Timeout {
+        /// The store's kind.
+        store: &'static str,
+        /// The operation that timed out.
+        operation: &'static str,
+        /// How long the caller waited.
+        after: Duration,
+    },
+
+    /// The key holds data that is not a leader group (someone else's data); nothing was changed.
+    #[error(
+        "key {key:?} holds data that is not a leader group ({found}); choose another key or namespace"
+    )]
+    WrongType {
+        /// The offending key.
+        key: String,
+        /// What the store found there.
+        found: String,
+    },
+
+    /// The store answered with an error it should never give (a script error, a protocol error).
+    #[error("{store} store failed during {operation}: {message}")]
+    Store {
+        /// The store's kind.
+        store: &'static str,
+        /// The operation that failed.
+        operation: &'static str,
+        /// The store's own message.
+        message: String,
+    },
+
+    /// The operating system's random number generator failed, so no lease token could be made.
+    #[error("the operating system's random number generator failed; cannot make a lease token")]
+    Random(#[source] getrandom::Error),
+}
+
+impl Error {
+    /// Whether the same call may succeed if retried: the store was unreachable or slow.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leader_core::Error;
+    ///
+    /// let timeout = Error::Timeout { store: "redis", operation: "acquire", after: Duration::from_secs(1) };
+    /// assert!(timeout.is_transient());
+    /// let mismatch = Error::MaxLeadersMismatch { group: "g".into(), requested: 3, existing: 5 };
+    /// assert!(!mismatch.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
+    }
+
+    pub(crate) fn invalid_option(
+        option: &'static str,
+        value: impl std::fmt::Debug,
+        allowed: impl Into<String>,
+    ) -> Self {
+        Error::InvalidOption {
+            option,
+            value: format!("{value:?}"),
+            allowed: allowed.into(),
+        }
+    }
+}

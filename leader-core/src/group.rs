@@ -1,0 +1,153 @@
+//! [`LeaderGroupElector`]: run a body on at most `max_leaders` candidates at a time.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use crate::acquire::acquire_slot;
+use crate::guard::SlotGuard;
+use crate::options::Settings;
+use crate::renewal::supervise;
+use crate::store::{AcquireRequest, LeaseStore};
+use crate::{
+    Error, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease, LeaseToken,
+};
+
+/// Elects up to `max_leaders` holders per group name, one call at a time.
+///
+/// Each `run_if_leader` call makes a new token, waits up to `wait_time` for a free slot, runs
+/// the body under the slot's [`Lease`] and releases the slot when the body ends, however it
+/// ends (value, panic, or the future being dropped).
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// let group = LeaderGroupElector::new(
+///     MemoryStore::new(),
+///     LeaderGroupElectionOptions::new(3)
+///         .wait_time(Duration::from_millis(500))
+///         .lease_time(Duration::from_secs(10)),
+/// )?;
+/// match group.run_if_leader("thumbnail-workers", |lease| async move { lease.fence() }).await? {
+///     LeaderRunResult::Elected(fence) => println!("processed a batch under fence {fence}"),
+///     LeaderRunResult::Skipped => println!("three workers are busy; try later"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaderGroupElector {
+    store: Arc<dyn LeaseStore>,
+    settings: Arc<Settings>,
+}
+
+impl LeaderGroupElector {
+    /// An elector over `store`, after checking every option.
+    ///
+    /// Fails with [`Error::InvalidOption`] or [`Error::InvalidKey`] naming the first value
+    /// out of range.
+    pub fn new(
+        store: impl LeaseStore + 'static,
+        options: LeaderGroupElectionOptions,
+    ) -> Result<Self, Error> {
+        let settings = options.validate()?;
+        Ok(LeaderGroupElector {
+            store: Arc::new(store),
+            settings: Arc::new(settings),
+        })
+    }
+
+    /// How many slots each group has.
+    pub fn max_leaders(&self) -> u32 {
+        self.settings.max_leaders
+    }
+
+    /// This candidate's holder id.
+    pub fn holder_id(&self) -> &str {
+        &self.settings.holder_id
+    }
+
+    /// The store key `name` resolves to, without touching the store.
+    pub fn key(&self, name: &str) -> Result<String, Error> {
+        self.settings.keys.resolve(name)
+    }
+
+    /// Runs `body` if a slot of group `name` is won within `wait_time`.
+    ///
+    /// - `Ok(Elected(value))`: a slot was held while the body ran, then released (or kept
+    ///   until `min_lease_time` after the grant, without delaying this return).
+    /// - `Ok(Skipped)`: every slot stayed held by others; the body did not run.
+    /// - `Err(_)`: the name is invalid or the store failed; never a disguised `Skipped`.
+    ///
+    /// A panic in the body propagates after the slot is released. Dropping the returned
+    /// future releases the slot in the background.
+    pub async fn run_if_leader<F, Fut, T>(
+        &self,
+        name: &str,
+        body: F,
+    ) -> Result<LeaderRunResult<T>, Error>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let settings = &*self.settings;
+        let key = settings.keys.resolve(name)?;
+        let token = LeaseToken::generate()?;
+        let mut guard = SlotGuard::new(
+            self.store.clone(),
+            key.clone(),
+            token,
+            settings.min_lease_time,
+        );
+        let request = AcquireRequest {
+            key: &key,
+            max_leaders: settings.max_leaders,
+            token,
+            holder: &settings.holder_id,
+            lease_time: settings.lease_time,
+        };
+        let acquired = acquire_slot(&*self.store, request, settings.wait_time, &mut guard).await?;
+        let Some((grant, sent_at)) = acquired else {
+            tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
+            return Ok(LeaderRunResult::Skipped);
+        };
+        let lease = Lease::new(
+            name,
+            &key,
+            token,
+            settings.holder_id.clone(),
+            grant,
+            sent_at,
+        );
+        tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
+
+        let body = AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind();
+        let outcome = tokio::select! {
+            biased;
+            outcome = body => outcome,
+            never = supervise(&*self.store, &lease, settings.lease_time, settings.extend_every) => {
+                match never {}
+            }
+        };
+        guard.release().await;
+        match outcome {
+            Ok(value) => Ok(LeaderRunResult::Elected(value)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// The group's live slots, as the store reports them.
+    pub async fn state(&self, name: &str) -> Result<LeaderGroupState, Error> {
+        let key = self.settings.keys.resolve(name)?;
+        let snapshot = self.store.state(&key).await?;
+        Ok(LeaderGroupState {
+            name: name.to_owned(),
+            key,
+            max_leaders: snapshot.max_leaders.unwrap_or(self.settings.max_leaders),
+            active_count: snapshot.slots.len() as u32,
+            leaders: snapshot.slots,
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! [`SlotGuard`]: releases a slot however the code holding it ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::LeaseToken;
+use crate::store::{LeaseStore, ReleaseOutcome};
+
+/// Releases the slot of `token` when dropped while armed, in the background.
+///
+/// It is armed while an acquire is in flight (its reply may be lost) and while the slot is
+/// held, so a dropped future, a panic or a failed acquire never leaves a slot behind.
+pub(crate) struct SlotGuard {
+    store: Arc<dyn LeaseStore>,
+    key: String,
+    token: LeaseToken,
+    min_lease_time: Duration,
+    armed: bool,
+}
+
+impl SlotGuard {
+    pub(crate) fn new(
+        store: Arc<dyn LeaseStore>,
+        key: String,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Self {
+        SlotGuard {
+            store,
+            key,
+            token,
+            min_lease_time,
+            armed: false,
+        }
+    }
+
+    pub(crate) fn set_armed(&mut self, armed: bool) {
+        self.armed = armed;
+    }
+
+    /// Releases the slot now and waits for the store. A failure is logged, not returned: the
+    /// body's value matters more, and the slot expires by itself at the end of its lease.
+    pub(crate) async fn release(mut self) -> Option<ReleaseOutcome> {
+        self.armed = false;
+        release_logged(&*self.store, &self.key, self.token, self.min_lease_time).await
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, key, token, min_lease) = (
+            self.store.clone(),
+            std::mem::take(&mut self.key),
+            self.token,
+            self.min_lease_time,
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { release_logged(&*store, &key, token, min_lease).await });
+            }
+            Err(_) => tracing::warn!(
+                key = %key,
+                "slot dropped outside a tokio runtime; it expires at the end of its lease"
+            ),
+        }
+    }
+}
+
+async fn release_logged(
+    store: &dyn LeaseStore,
+    key: &str,
+    token: LeaseToken,
+    min_lease_time: Duration,
+) -> Option<ReleaseOutcome> {
+    match store.release(key, token, min_lease_time).await {
+        Ok(outcome) => {
+            tracing::debug!(key, ?outcome, "slot released");
+            Some(outcome)
+        }
+        Err(error) => {
+            tracing::warn!(key, %error, "release failed; the slot expires at the end of its lease");
+            None
+        }
+    }
+}

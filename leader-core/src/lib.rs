@@ -1,0 +1,41 @@
+//! The runtime of [`leader`](https://docs.rs/leader): leader election and bounded leader
+//! groups for tokio services.
+//!
+//! Most users depend on the `leader` facade crate, which re-exports everything here.
+//!
+//! - [`LeaderGroupElector`] runs a body on at most `max_leaders` candidates at a time;
+//!   [`LeaderElector`] on one.
+//! - A winner's [`Lease`] carries a secret token, a fencing token, its holder and a loss
+//!   signal.
+//! - [`LeaseStore`] is the storage contract; [`MemoryStore`] implements it in-process.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod acquire;
+mod duration;
+mod elector;
+mod error;
+mod group;
+mod guard;
+mod holder;
+mod key;
+mod lease;
+mod options;
+mod renewal;
+mod run_result;
+mod state;
+pub mod store;
+mod token;
+
+pub use duration::MAX_DURATION;
+pub use elector::LeaderElector;
+pub use error::{BoxError, Error};
+pub use group::LeaderGroupElector;
+pub use holder::{MAX_HOLDER_LEN, default_holder_id};
+pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
+pub use lease::{Lease, LossReason};
+pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
+pub use run_result::LeaderRunResult;
+pub use state::LeaderGroupState;
+pub use store::{LeaseStore, MemoryStore, SlotInfo};
+pub use token::LeaseToken;

@@ -1,0 +1,367 @@
+//! Options of the per-call electors, and their validation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::duration::{positive, within_limit};
+use crate::holder::{check_holder_id, default_holder_id};
+use crate::{Error, KeyOptions};
+
+/// Default [`LeaderElectionOptions::lease_time`]: 30 seconds.
+pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(30);
+
+/// Options of a [`LeaderElector`](crate::LeaderElector): one leader per name.
+///
+/// Setters never fail; the elector's constructor validates the whole set and names the first
+/// value that is out of range.
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::{LeaderElectionOptions, LeaderElector, MemoryStore};
+///
+/// let options = LeaderElectionOptions::new()
+///     .wait_time(Duration::from_millis(500))
+///     .lease_time(Duration::from_secs(10))
+///     .min_lease_time(Duration::from_secs(60)); // longer than the lease: refused
+/// let err = LeaderElector::new(MemoryStore::new(), options).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid `min_lease_time` 60s: must be at most lease_time (10s)"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElectionOptions {
+    wait_time: Duration,
+    lease_time: Duration,
+    min_lease_time: Duration,
+    auto_extend: bool,
+    extend_interval: Option<Duration>,
+    holder_id: Option<String>,
+    keys: KeyOptions,
+}
+
+impl Default for LeaderElectionOptions {
+    fn default() -> Self {
+        LeaderElectionOptions {
+            wait_time: Duration::ZERO,
+            lease_time: DEFAULT_LEASE_TIME,
+            min_lease_time: Duration::ZERO,
+            auto_extend: false,
+            extend_interval: None,
+            holder_id: None,
+            keys: KeyOptions::default(),
+        }
+    }
+}
+
+impl LeaderElectionOptions {
+    /// The defaults: one attempt, a 30 s lease, no minimum lease, no auto-extension.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long to wait for a free slot before returning `Skipped`. Default: zero, one attempt.
+    ///
+    /// Waiting is event driven: a release wakes the waiter at once, and a full group's
+    /// nearest expiry sets its timer. There is no polling interval.
+    pub fn wait_time(mut self, wait_time: Duration) -> Self {
+        self.wait_time = wait_time;
+        self
+    }
+
+    /// The slot's time to live on the store's clock. Default: 30 s. At least 1 ms.
+    pub fn lease_time(mut self, lease_time: Duration) -> Self {
+        self.lease_time = lease_time;
+        self
+    }
+
+    /// Keep the slot at least this long after it was granted, even if the body finishes
+    /// sooner (ShedLock's lock-at-least-for). The caller returns at once; the store keeps the
+    /// slot. Default: zero. At most `lease_time`.
+    pub fn min_lease_time(mut self, min_lease_time: Duration) -> Self {
+        self.min_lease_time = min_lease_time;
+        self
+    }
+
+    /// Renew the slot while the body runs, every `lease_time / 3` unless
+    /// [`auto_extend_interval`](Self::auto_extend_interval) says otherwise. Default: false,
+    /// so the loss signal fires when `lease_time` passes.
+    pub fn auto_extend(mut self, auto_extend: bool) -> Self {
+        self.auto_extend = auto_extend;
+        self
+    }
+
+    /// How often auto-extension renews. Default: `lease_time / 3`. Between 1 ms and
+    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends.
+    pub fn auto_extend_interval(mut self, interval: Duration) -> Self {
+        self.extend_interval = Some(interval);
+        self
+    }
+
+    /// This candidate's id in state and logs. Default: `hostname:pid:random`.
+    /// 1 to 256 bytes, no control characters.
+    pub fn holder_id(mut self, holder_id: impl Into<String>) -> Self {
+        self.holder_id = Some(holder_id.into());
+        self
+    }
+
+    /// How names become store keys. Default: `leader:{role}`, no namespace.
+    pub fn keys(mut self, keys: KeyOptions) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// Checks every option, as the electors' constructors do, and returns the settings.
+    pub(crate) fn validate(&self, max_leaders: u32) -> Result<Settings, Error> {
+        if max_leaders == 0 {
+            return Err(Error::invalid_option(
+                "max_leaders",
+                max_leaders,
+                "must be at least 1 (1 is a single leader)",
+            ));
+        }
+        let wait_time = within_limit("wait_time", self.wait_time)?;
+        let lease_time = positive("lease_time", self.lease_time)?;
+        let min_lease_time = within_limit("min_lease_time", self.min_lease_time)?;
+        if min_lease_time > lease_time {
+            return Err(Error::invalid_option(
+                "min_lease_time",
+                min_lease_time,
+                format!("must be at most lease_time ({lease_time:?})"),
+            ));
+        }
+        let extend_every = if self.auto_extend {
+            Some(self.checked_extend_interval(lease_time)?)
+        } else {
+            None
+        };
+        let holder_id = match &self.holder_id {
+            Some(holder_id) => holder_id.clone(),
+            None => default_holder_id(),
+        };
+        check_holder_id(&holder_id)?;
+        self.keys.validate()?;
+        Ok(Settings {
+            max_leaders,
+            wait_time,
+            lease_time,
+            min_lease_time,
+            extend_every,
+            holder_id: holder_id.into(),
+            keys: self.keys.clone(),
+        })
+    }
+
+    fn checked_extend_interval(&self, lease_time: Duration) -> Result<Duration, Error> {
+        let ceiling = lease_time / 2;
+        match self.extend_interval {
+            None if lease_time / 3 < Duration::from_millis(1) => Err(Error::invalid_option(
+                "lease_time",
+                lease_time,
+                "must be at least 3ms with auto_extend, which renews every lease_time / 3",
+            )),
+            None => Ok(lease_time / 3),
+            Some(every) if every < Duration::from_millis(1) || every > ceiling => {
+                Err(Error::invalid_option(
+                    "auto_extend_interval",
+                    every,
+                    format!(
+                        "must be between 1ms and lease_time / 2 ({ceiling:?}) so renewals beat \
+                         the lease"
+                    ),
+                ))
+            }
+            Some(every) => Ok(every),
+        }
+    }
+}
+
+/// Options of a [`LeaderGroupElector`](crate::LeaderGroupElector): up to `max_leaders`
+/// holders per name. Every other option means what it does in [`LeaderElectionOptions`].
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::LeaderGroupElectionOptions;
+///
+/// let options = LeaderGroupElectionOptions::new(3)
+///     .wait_time(Duration::from_millis(500))
+///     .lease_time(Duration::from_secs(10))
+///     .auto_extend(true);
+/// assert_eq!(options.max_leaders(), 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderGroupElectionOptions {
+    max_leaders: u32,
+    election: LeaderElectionOptions,
+}
+
+impl LeaderGroupElectionOptions {
+    /// Defaults with `max_leaders` slots per group (at least 1, checked by the elector).
+    pub fn new(max_leaders: u32) -> Self {
+        LeaderGroupElectionOptions {
+            max_leaders,
+            election: LeaderElectionOptions::default(),
+        }
+    }
+
+    /// Group options with `max_leaders` slots and every other option taken from `election`.
+    pub fn from_election(max_leaders: u32, election: LeaderElectionOptions) -> Self {
+        LeaderGroupElectionOptions {
+            max_leaders,
+            election,
+        }
+    }
+
+    /// How many slots a group has.
+    pub fn max_leaders(&self) -> u32 {
+        self.max_leaders
+    }
+
+    /// See [`LeaderElectionOptions::wait_time`]. Default: zero, one attempt.
+    pub fn wait_time(self, wait_time: Duration) -> Self {
+        self.map(|o| o.wait_time(wait_time))
+    }
+
+    /// See [`LeaderElectionOptions::lease_time`]. Default: 30 s.
+    pub fn lease_time(self, lease_time: Duration) -> Self {
+        self.map(|o| o.lease_time(lease_time))
+    }
+
+    /// See [`LeaderElectionOptions::min_lease_time`]. Default: zero.
+    pub fn min_lease_time(self, min_lease_time: Duration) -> Self {
+        self.map(|o| o.min_lease_time(min_lease_time))
+    }
+
+    /// See [`LeaderElectionOptions::auto_extend`]; groups renew each slot alike. Default: false.
+    pub fn auto_extend(self, auto_extend: bool) -> Self {
+        self.map(|o| o.auto_extend(auto_extend))
+    }
+
+    /// See [`LeaderElectionOptions::auto_extend_interval`]. Default: `lease_time / 3`.
+    pub fn auto_extend_interval(self, interval: Duration) -> Self {
+        self.map(|o| o.auto_extend_interval(interval))
+    }
+
+    /// See [`LeaderElectionOptions::holder_id`]. Default: `hostname:pid:random`.
+    pub fn holder_id(self, holder_id: impl Into<String>) -> Self {
+        self.map(|o| o.holder_id(holder_id))
+    }
+
+    /// See [`LeaderElectionOptions::keys`]. Default: `leader:{role}`.
+    pub fn keys(self, keys: KeyOptions) -> Self {
+        self.map(|o| o.keys(keys))
+    }
+
+    fn map(self, f: impl FnOnce(LeaderElectionOptions) -> LeaderElectionOptions) -> Self {
+        LeaderGroupElectionOptions {
+            max_leaders: self.max_leaders,
+            election: f(self.election),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<Settings, Error> {
+        self.election.validate(self.max_leaders)
+    }
+}
+
+/// Options after validation, as the electors use them.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub max_leaders: u32,
+    pub wait_time: Duration,
+    pub lease_time: Duration,
+    pub min_lease_time: Duration,
+    /// The auto-extension cadence, when auto-extension is on.
+    pub extend_every: Option<Duration>,
+    pub holder_id: Arc<str>,
+    pub keys: KeyOptions,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(options: LeaderGroupElectionOptions) -> String {
+        options.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let settings = LeaderGroupElectionOptions::new(1).validate().unwrap();
+        assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
+        assert_eq!(settings.wait_time, Duration::ZERO);
+        assert_eq!(settings.extend_every, None);
+    }
+
+    #[test]
+    fn refuses_zero_leaders() {
+        let err = error(LeaderGroupElectionOptions::new(0));
+        assert_eq!(
+            err,
+            "invalid `max_leaders` 0: must be at least 1 (1 is a single leader)"
+        );
+    }
+
+    #[test]
+    fn refuses_zero_lease_and_inverted_min_lease() {
+        let zero = error(LeaderGroupElectionOptions::new(2).lease_time(Duration::ZERO));
+        assert_eq!(zero, "invalid `lease_time` 0ns: must be at least 1ms");
+        let inverted = error(
+            LeaderGroupElectionOptions::new(2)
+                .lease_time(Duration::from_secs(1))
+                .min_lease_time(Duration::from_secs(2)),
+        );
+        assert_eq!(
+            inverted,
+            "invalid `min_lease_time` 2s: must be at most lease_time (1s)"
+        );
+    }
+
+    #[test]
+    fn refuses_durations_beyond_the_store_range() {
+        let huge = Duration::from_secs(u64::MAX);
+        for (name, options) in [
+            (
+                "wait_time",
+                LeaderGroupElectionOptions::new(1).wait_time(huge),
+            ),
+            (
+                "lease_time",
+                LeaderGroupElectionOptions::new(1).lease_time(huge),
+            ),
+        ] {
+            let err = error(options);
+            assert!(err.contains(name) && err.contains("2^47 ms"), "{err}");
+        }
+    }
+
+    #[test]
+    fn refuses_renew_cadences_that_cannot_beat_the_lease() {
+        let slow = LeaderGroupElectionOptions::new(1)
+            .lease_time(Duration::from_secs(9))
+            .auto_extend(true)
+            .auto_extend_interval(Duration::from_secs(5));
+        assert_eq!(
+            error(slow),
+            "invalid `auto_extend_interval` 5s: must be between 1ms and lease_time / 2 (4.5s) \
+             so renewals beat the lease"
+        );
+        let tiny_lease = LeaderGroupElectionOptions::new(1)
+            .lease_time(Duration::from_millis(2))
+            .auto_extend(true);
+        assert!(error(tiny_lease).contains("at least 3ms with auto_extend"));
+        let ok = LeaderGroupElectionOptions::new(1)
+            .lease_time(Duration::from_secs(9))
+            .auto_extend(true)
+            .validate()
+            .unwrap();
+        assert_eq!(ok.extend_every, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn refuses_bad_holder_and_keys() {
+        assert!(error(LeaderGroupElectionOptions::new(1).holder_id("")).contains("holder_id"));
+        let keys = KeyOptions::new().format("no-placeholder");
+        assert!(error(LeaderGroupElectionOptions::new(1).keys(keys)).contains("{role}"));
+    }
+}

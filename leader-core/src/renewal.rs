@@ -1,0 +1,82 @@
+//! Keeping a held slot alive while its body runs, and firing the loss signal when it ends.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+use crate::lease::{Lease, LossReason};
+use crate::store::{LeaseStore, RenewOutcome};
+
+/// Watches `lease` until it is lost, renewing it every `extend_every` if that is set.
+///
+/// - Without auto-extension, the loss signal fires at the local deadline.
+/// - A refused renewal fires it at once ([`LossReason::Refused`]).
+/// - A failed renewal is retried at the cadence or at half the remaining lease, whichever is
+///   sooner, until one succeeds or the local deadline passes ([`LossReason::Expired`]).
+///
+/// Never returns: once the signal has fired it waits forever, so it can be raced against the
+/// body.
+pub(crate) async fn supervise(
+    store: &dyn LeaseStore,
+    lease: &Lease,
+    lease_time: Duration,
+    extend_every: Option<Duration>,
+) -> std::convert::Infallible {
+    match extend_every {
+        None => {
+            sleep_until(lease.deadline()).await;
+            lease.mark_lost(LossReason::Expired);
+        }
+        Some(every) => {
+            let reason = keep_renewing(store, lease, lease_time, every).await;
+            lease.mark_lost(reason);
+        }
+    }
+    std::future::pending().await
+}
+
+async fn keep_renewing(
+    store: &dyn LeaseStore,
+    lease: &Lease,
+    lease_time: Duration,
+    every: Duration,
+) -> LossReason {
+    let mut next = Instant::now() + every;
+    loop {
+        let deadline = lease.deadline();
+        sleep_until(next.min(deadline)).await;
+        if Instant::now() >= deadline {
+            return LossReason::Expired;
+        }
+        let sent_at = Instant::now();
+        let renewal = timeout_at(
+            deadline,
+            store.renew(lease.key(), lease.token(), lease_time),
+        );
+        match renewal.await {
+            Ok(Ok(RenewOutcome::Renewed {
+                expires_at,
+                expires_in,
+            })) => {
+                lease.renewed(expires_at, expires_in, sent_at);
+                tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
+                next = sent_at + every;
+            }
+            Ok(Ok(RenewOutcome::NotHeld)) => return LossReason::Refused,
+            Ok(Err(error)) => {
+                let retry_in = every
+                    .min(lease.remaining() / 2)
+                    .max(Duration::from_millis(1));
+                tracing::warn!(
+                    group = lease.name(),
+                    fence = lease.fence(),
+                    %error,
+                    ?retry_in,
+                    "lease renewal failed; retrying"
+                );
+                next = Instant::now() + retry_in;
+            }
+            Err(_timed_out) => return LossReason::Expired,
+        }
+    }
+}

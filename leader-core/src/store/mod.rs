@@ -1,0 +1,191 @@
+//! The [`LeaseStore`] trait every store implements, and the values it exchanges.
+//!
+//! Stores keep a group's slots atomically: a slot is granted under a client-made
+//! [`LeaseToken`], renewed and released only with that token, and expires on the store's
+//! clock. The electors build everything else on these five operations.
+
+mod memory;
+mod watch;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+pub use memory::MemoryStore;
+pub use watch::ReleaseWatch;
+
+use crate::{Error, LeaseToken};
+
+/// A request for one slot of a group.
+#[derive(Debug, Clone, Copy)]
+pub struct AcquireRequest<'a> {
+    /// The group's resolved store key.
+    pub key: &'a str,
+    /// How many slots the group has.
+    pub max_leaders: u32,
+    /// The token the slot is to be held under; the same token again returns the same grant.
+    pub token: LeaseToken,
+    /// Who asks, for state and logs.
+    pub holder: &'a str,
+    /// The slot's time to live on the store's clock.
+    pub lease_time: Duration,
+}
+
+/// A slot the store granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The group's fencing token for this grant, strictly greater than every earlier grant's.
+    pub fence: u64,
+    /// When the slot was granted, on the store's clock.
+    pub acquired_at: SystemTime,
+    /// When the slot expires unless renewed, on the store's clock.
+    pub expires_at: SystemTime,
+    /// How long the slot lives from the moment the store answered.
+    pub expires_in: Duration,
+}
+
+/// What an acquire found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// A slot is held under the request's token (newly, or already by an earlier attempt).
+    Granted(Grant),
+    /// Every slot is held by someone else; the first of them expires in `nearest_expiry`
+    /// unless it is renewed.
+    Full {
+        /// Time until the earliest live slot expires.
+        nearest_expiry: Duration,
+    },
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewOutcome {
+    /// The slot is held and now lives for `expires_in` from the store's answer.
+    Renewed {
+        /// When the slot now expires, on the store's clock.
+        expires_at: SystemTime,
+        /// The slot's new time to live, from the store's answer.
+        expires_in: Duration,
+    },
+    /// The token holds no live slot: it expired or was released. Nothing was changed.
+    NotHeld,
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// The slot was freed.
+    Released,
+    /// The slot is kept until its minimum lease time has passed, then expires by itself.
+    Kept {
+        /// Time until the slot expires.
+        expires_in: Duration,
+    },
+    /// The token holds no live slot; nothing was changed.
+    NotHeld,
+}
+
+/// A group as the store sees it now.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupSnapshot {
+    /// The `max_leaders` the live slots were granted under; `None` when no slot is live.
+    pub max_leaders: Option<u32>,
+    /// The live slots, earliest grant first.
+    pub slots: Vec<SlotInfo>,
+}
+
+/// One live slot, as state reports it (without its token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotInfo {
+    /// The candidate that holds it.
+    pub holder: String,
+    /// The fencing token it was granted with.
+    pub fence: u64,
+    /// When it was granted, on the store's clock.
+    pub acquired_at: SystemTime,
+    /// Time until it expires unless renewed.
+    pub expires_in: Duration,
+}
+
+/// Atomic storage of leader-group slots.
+///
+/// Implementations must keep these rules, which the conformance suite checks:
+/// - at most `max_leaders` live slots per key; an acquire while slots granted under another
+///   `max_leaders` are live fails with [`Error::MaxLeadersMismatch`];
+/// - acquire with a token that already holds a live slot returns that slot's grant unchanged;
+/// - fences strictly increase over every grant of a key;
+/// - renew and release act only on a live slot held under the given token; neither revives
+///   an expired slot;
+/// - release keeps the slot until `acquired_at + min_lease_time` when that is still ahead,
+///   and wakes the key's [`ReleaseWatch`]es whenever it frees or shortens a slot.
+#[async_trait]
+pub trait LeaseStore: Debug + Send + Sync {
+    /// A short name of the store's kind, such as `memory` or `redis`, for errors and logs.
+    fn kind(&self) -> &'static str;
+
+    /// Grants a slot if one is free, or reports when the earliest one expires.
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error>;
+
+    /// Extends the slot held under `token` to live `lease_time` from now.
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error>;
+
+    /// Frees the slot held under `token`, or keeps it until `min_lease_time` after it was
+    /// granted if that moment is still ahead.
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error>;
+
+    /// The group's live slots.
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error>;
+
+    /// A watch that wakes when a slot of `key` is released or shortened. Subscribe before
+    /// the acquire whose failure you will wait on, so no release falls in between.
+    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error>;
+}
+
+#[async_trait]
+impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
+    fn kind(&self) -> &'static str {
+        (**self).kind()
+    }
+
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        (**self).acquire(request).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        (**self).renew(key, token, lease_time).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        (**self).release(key, token, min_lease_time).await
+    }
+
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+        (**self).state(key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+        (**self).watch_releases(key).await
+    }
+}

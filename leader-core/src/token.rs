@@ -1,0 +1,65 @@
+//! Lease tokens: 128 random bits that prove who holds a slot.
+
+use std::fmt;
+
+use crate::Error;
+
+/// The secret a slot is granted under: 128 bits from the operating system's CSPRNG.
+///
+/// A candidate makes its token before its first attempt, so a retried acquire after a lost
+/// reply is recognised as the same request, and nobody without the token can renew or
+/// release the slot. `Debug` shows only the first 4 hex digits, so logs never carry a usable
+/// token; `Display` shows all 32 (what an operator types to free a stuck slot).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseToken(u128);
+
+impl LeaseToken {
+    /// Draws a new token from the operating system's random number generator.
+    ///
+    /// ```
+    /// let a = leader_core::LeaseToken::generate()?;
+    /// let b = leader_core::LeaseToken::generate()?;
+    /// assert_ne!(a, b);
+    /// assert_eq!(a.to_string().len(), 32);
+    /// # Ok::<(), leader_core::Error>(())
+    /// ```
+    pub fn generate() -> Result<Self, Error> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(Error::Random)?;
+        Ok(LeaseToken(u128::from_le_bytes(bytes)))
+    }
+
+    /// The token as a number, for stores that keep it in binary form.
+    pub fn as_u128(&self) -> u128 {
+        self.0
+    }
+
+    /// Rebuilds a token a store kept as a number.
+    pub fn from_u128(value: u128) -> Self {
+        LeaseToken(value)
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LeaseToken({:04x}…)", self.0 >> 112)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let token = LeaseToken::from_u128(0xabcd_0000_0000_0000_0000_0000_1234_5678);
+        assert_eq!(format!("{token:?}"), "LeaseToken(abcd…)");
+        assert_eq!(token.to_string(), "abcd0000000000000000000012345678");
+    }
+}
