@@ -1,0 +1,291 @@
+//! The store conformance suite: the rules of `LeaseStore`, written once, run against every
+//! store. `conformance_suite!(attrs, make_store)` expands to one test per rule.
+//!
+//! Durations are short and real enough for a real server, and exact under paused time.
+
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest, Grant, ReleaseOutcome, RenewOutcome};
+use leader::{Error, LeaseStore, LeaseToken};
+use tokio::time::{sleep, timeout};
+
+const LEASE: Duration = Duration::from_millis(400);
+
+#[macro_export]
+macro_rules! conformance_suite {
+    (#[$attr:meta] $make:expr) => {
+        $crate::conformance_suite!(@tests #[$attr] $make;
+            grants_up_to_max_leaders_then_reports_full,
+            acquire_is_idempotent_for_the_same_token,
+            fences_strictly_increase,
+            max_leaders_mismatch_names_both_values,
+            zero_max_leaders_is_refused,
+            renew_extends_only_a_held_slot,
+            release_is_token_checked,
+            release_and_renew_never_revive_an_expired_slot,
+            min_lease_time_keeps_a_released_slot,
+            expiry_frees_a_slot,
+            release_wakes_watchers,
+            state_reports_live_slots,
+        );
+    };
+    (@tests #[$attr:meta] $make:expr; $($name:ident,)*) => {
+        $(
+            #[$attr]
+            async fn $name() {
+                let store = $make;
+                conformance::$name(&store, stringify!($name)).await;
+            }
+        )*
+    };
+}
+
+fn token() -> LeaseToken {
+    LeaseToken::generate().expect("OS random numbers")
+}
+
+fn request<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'a> {
+    AcquireRequest {
+        key,
+        max_leaders,
+        token,
+        holder: "conformance",
+        lease_time: LEASE,
+    }
+}
+
+async fn granted(store: &dyn LeaseStore, request: AcquireRequest<'_>) -> Grant {
+    match store.acquire(request).await.expect("acquire") {
+        AcquireOutcome::Granted(grant) => grant,
+        other => panic!("expected a grant for {:?}, got {other:?}", request.key),
+    }
+}
+
+pub async fn grants_up_to_max_leaders_then_reports_full(store: &dyn LeaseStore, key: &str) {
+    for _ in 0..3 {
+        granted(store, request(key, 3, token())).await;
+    }
+    match store.acquire(request(key, 3, token())).await.unwrap() {
+        AcquireOutcome::Full { nearest_expiry } => {
+            assert!(
+                nearest_expiry > Duration::ZERO && nearest_expiry <= LEASE,
+                "{nearest_expiry:?}"
+            );
+        }
+        other => panic!("a fourth candidate of three slots got {other:?}"),
+    }
+    assert_eq!(store.state(key).await.unwrap().slots.len(), 3);
+}
+
+pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, key: &str) {
+    let retried = token();
+    let first = granted(store, request(key, 2, retried)).await;
+    let second = granted(store, request(key, 2, retried)).await;
+    assert_eq!(
+        (first.fence, first.acquired_at),
+        (second.fence, second.acquired_at)
+    );
+    assert_eq!(
+        store.state(key).await.unwrap().slots.len(),
+        1,
+        "a retry must not take a second slot"
+    );
+    granted(store, request(key, 2, token())).await;
+    // The group is now full, but the holder's retry still gets its own grant back.
+    assert_eq!(
+        granted(store, request(key, 2, retried)).await.fence,
+        first.fence
+    );
+}
+
+pub async fn fences_strictly_increase(store: &dyn LeaseStore, key: &str) {
+    let mut last = 0;
+    for round in 0..6 {
+        let held = token();
+        let grant = granted(store, request(key, 1, held)).await;
+        assert!(
+            grant.fence > last,
+            "round {round}: fence {} after {last}",
+            grant.fence
+        );
+        last = grant.fence;
+        if round % 2 == 0 {
+            store.release(key, held, Duration::ZERO).await.unwrap();
+        } else {
+            sleep(LEASE + Duration::from_millis(50)).await; // let it expire instead
+        }
+    }
+}
+
+pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 3, held)).await;
+    let err = store.acquire(request(key, 5, token())).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MaxLeadersMismatch {
+                requested: 5,
+                existing: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("max_leaders 5") && message.contains("max_leaders 3"),
+        "{message}"
+    );
+    // Once the old slots are gone the group takes the new size.
+    store.release(key, held, Duration::ZERO).await.unwrap();
+    granted(store, request(key, 5, token())).await;
+    assert_eq!(store.state(key).await.unwrap().max_leaders, Some(5));
+}
+
+pub async fn zero_max_leaders_is_refused(store: &dyn LeaseStore, key: &str) {
+    let err = store.acquire(request(key, 0, token())).await.unwrap_err();
+    assert!(err.to_string().contains("max_leaders"), "{err}");
+    assert!(store.state(key).await.unwrap().slots.is_empty());
+}
+
+pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 1, held)).await;
+    assert_eq!(
+        store.renew(key, token(), LEASE).await.unwrap(),
+        RenewOutcome::NotHeld
+    );
+    sleep(LEASE / 2).await;
+    let longer = LEASE * 3;
+    match store.renew(key, held, longer).await.unwrap() {
+        RenewOutcome::Renewed { expires_in, .. } => {
+            assert!(expires_in > LEASE && expires_in <= longer, "{expires_in:?}")
+        }
+        other => panic!("the holder's renewal got {other:?}"),
+    }
+    sleep(LEASE * 2).await; // past the original lease, within the renewed one
+    assert_eq!(
+        store.state(key).await.unwrap().slots.len(),
+        1,
+        "renewal did not hold"
+    );
+}
+
+pub async fn release_is_token_checked(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 1, held)).await;
+    assert_eq!(
+        store.release(key, token(), Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::NotHeld
+    );
+    assert_eq!(
+        store.state(key).await.unwrap().slots.len(),
+        1,
+        "a stranger released the slot"
+    );
+    assert_eq!(
+        store.release(key, held, Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert!(store.state(key).await.unwrap().slots.is_empty());
+    assert_eq!(
+        store.release(key, held, Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::NotHeld
+    );
+}
+
+pub async fn release_and_renew_never_revive_an_expired_slot(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 1, held)).await;
+    sleep(LEASE + Duration::from_millis(50)).await;
+    assert_eq!(
+        store.release(key, held, LEASE).await.unwrap(),
+        ReleaseOutcome::NotHeld
+    );
+    assert_eq!(
+        store.renew(key, held, LEASE).await.unwrap(),
+        RenewOutcome::NotHeld
+    );
+    assert!(
+        store.state(key).await.unwrap().slots.is_empty(),
+        "an expired slot came back"
+    );
+    granted(store, request(key, 1, token())).await;
+}
+
+pub async fn min_lease_time_keeps_a_released_slot(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 1, held)).await;
+    let min_lease = LEASE / 2;
+    match store.release(key, held, min_lease).await.unwrap() {
+        ReleaseOutcome::Kept { expires_in } => assert!(expires_in <= min_lease, "{expires_in:?}"),
+        other => panic!("release within the minimum lease got {other:?}"),
+    }
+    match store.acquire(request(key, 1, token())).await.unwrap() {
+        AcquireOutcome::Full { nearest_expiry } => assert!(nearest_expiry <= min_lease),
+        other => panic!("the kept slot was free: {other:?}"),
+    }
+    sleep(min_lease + Duration::from_millis(50)).await;
+    assert!(
+        store.state(key).await.unwrap().slots.is_empty(),
+        "kept past the minimum lease"
+    );
+    granted(store, request(key, 1, token())).await;
+}
+
+pub async fn expiry_frees_a_slot(store: &dyn LeaseStore, key: &str) {
+    granted(store, request(key, 1, token())).await;
+    assert!(matches!(
+        store.acquire(request(key, 1, token())).await.unwrap(),
+        AcquireOutcome::Full { .. }
+    ));
+    sleep(LEASE + Duration::from_millis(50)).await;
+    granted(store, request(key, 1, token())).await;
+}
+
+pub async fn release_wakes_watchers(store: &dyn LeaseStore, key: &str) {
+    let (first, second) = (token(), token());
+    granted(store, request(key, 2, first)).await;
+    granted(store, request(key, 2, second)).await;
+    let mut watches = Vec::new();
+    for _ in 0..3 {
+        watches.push(store.watch_releases(key).await.unwrap());
+    }
+    store.release(key, first, Duration::ZERO).await.unwrap();
+    for watch in &mut watches {
+        timeout(Duration::from_secs(5), watch.released())
+            .await
+            .expect("woken by a release");
+    }
+    // A release kept for the minimum lease shortens the slot, which also wakes waiters.
+    store.release(key, second, LEASE).await.unwrap();
+    timeout(Duration::from_secs(5), watches[0].released())
+        .await
+        .expect("woken by a kept release");
+}
+
+pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
+    let empty = store.state(key).await.unwrap();
+    assert_eq!((empty.max_leaders, empty.slots.len()), (None, 0));
+    for holder in ["a", "b"] {
+        let mut request = request(key, 2, token());
+        request.holder = holder;
+        granted(store, request).await;
+    }
+    let state = store.state(key).await.unwrap();
+    assert_eq!(state.max_leaders, Some(2));
+    let holders: Vec<&str> = state
+        .slots
+        .iter()
+        .map(|slot| slot.holder.as_str())
+        .collect();
+    assert_eq!(holders, ["a", "b"]);
+    assert!(state.slots[0].fence < state.slots[1].fence);
+    assert!(
+        state
+            .slots
+            .iter()
+            .all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
+    );
+}

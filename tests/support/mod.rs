@@ -1,0 +1,146 @@
+//! Test support: a real `MemoryStore` wrapped to count operations and inject store faults
+//! (failed renewals, replies lost after the store acted), the way a flaky network would.
+
+#![allow(dead_code)] // each test file uses part of it
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leader::store::{
+    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
+};
+use leader::{Error, LeaseStore, LeaseToken, MemoryStore};
+
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub acquire: AtomicUsize,
+    pub renew: AtomicUsize,
+    pub release: AtomicUsize,
+    pub state: AtomicUsize,
+    pub watch: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct Faults {
+    failing_renewals: AtomicUsize,
+    lost_acquire_replies: AtomicUsize,
+}
+
+/// A `MemoryStore` that counts calls and fails on request.
+#[derive(Debug, Clone, Default)]
+pub struct FaultyStore {
+    pub inner: MemoryStore,
+    pub counts: Arc<Counts>,
+    faults: Arc<Faults>,
+}
+
+impl FaultyStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The next `n` renewals fail with a transient error without reaching the store.
+    pub fn fail_renewals(&self, n: usize) {
+        self.faults.failing_renewals.store(n, SeqCst);
+    }
+
+    /// The next `n` acquires reach the store, which acts, but the reply is lost.
+    pub fn lose_acquire_replies(&self, n: usize) {
+        self.faults.lost_acquire_replies.store(n, SeqCst);
+    }
+
+    pub fn acquires(&self) -> usize {
+        self.counts.acquire.load(SeqCst)
+    }
+
+    pub fn renewals(&self) -> usize {
+        self.counts.renew.load(SeqCst)
+    }
+
+    pub fn watches(&self) -> usize {
+        self.counts.watch.load(SeqCst)
+    }
+}
+
+fn take_one(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn unavailable(operation: &'static str) -> Error {
+    let source = io::Error::new(io::ErrorKind::ConnectionReset, "injected fault");
+    Error::Unavailable {
+        store: "faulty",
+        operation,
+        source: Box::new(source),
+    }
+}
+
+#[async_trait]
+impl LeaseStore for FaultyStore {
+    fn kind(&self) -> &'static str {
+        "faulty"
+    }
+
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        self.counts.acquire.fetch_add(1, SeqCst);
+        let outcome = self.inner.acquire(request).await?;
+        if take_one(&self.faults.lost_acquire_replies) {
+            return Err(unavailable("acquire"));
+        }
+        Ok(outcome)
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        self.counts.renew.fetch_add(1, SeqCst);
+        if take_one(&self.faults.failing_renewals) {
+            return Err(unavailable("renew"));
+        }
+        self.inner.renew(key, token, lease).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.counts.release.fetch_add(1, SeqCst);
+        self.inner.release(key, token, min).await
+    }
+
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+        self.counts.state.fetch_add(1, SeqCst);
+        self.inner.state(key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+        self.counts.watch.fetch_add(1, SeqCst);
+        self.inner.watch_releases(key).await
+    }
+}
+
+/// Polls `check` every few milliseconds until it holds, for at most `within`.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {within:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
