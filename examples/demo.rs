@@ -1,0 +1,269 @@
+//! The demo: six candidates compete for a group of three slots, and a live table shows
+//! saturation, release, expiry and re-admission.
+//!
+//! ```text
+//! cargo run --example demo                 # in-memory store
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest};
+use leader::{
+    LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken,
+    MemoryStore,
+};
+use tokio::time::{Instant, sleep};
+
+const GROUP: &str = "thumbnail-workers";
+const SLOTS: u32 = 3;
+const LEASE: Duration = Duration::from_millis(2_000);
+
+/// Prints one row per event, timed from the start of the demo.
+#[derive(Clone)]
+struct Table {
+    started: Instant,
+}
+
+impl Table {
+    fn header(&self) {
+        println!(
+            "{:>7}  {:<10} {:<9} {:>5}  {:>10}  outcome",
+            "tick", "candidate", "operation", "fence", "expires in"
+        );
+        println!("{}", "-".repeat(78));
+    }
+
+    fn row(
+        &self,
+        candidate: &str,
+        operation: &str,
+        fence: Option<u64>,
+        expires_in: Option<Duration>,
+        outcome: &str,
+    ) {
+        let tick = self.started.elapsed().as_millis();
+        let fence = fence.map_or("-".to_owned(), |f| f.to_string());
+        let expires = expires_in.map_or("-".to_owned(), |d| format!("{:.1}s", d.as_secs_f64()));
+        println!(
+            "{tick:>5}ms  {candidate:<10} {operation:<9} {fence:>5}  {expires:>10}  {outcome}"
+        );
+    }
+}
+
+/// One candidate: waits up to `wait`, then works for `work` while holding a slot.
+async fn candidate(
+    table: Table,
+    store: Arc<dyn LeaseStore>,
+    name: &'static str,
+    wait: Duration,
+    work: Duration,
+    auto_extend: bool,
+) -> Result<(), leader::Error> {
+    let options = LeaderGroupElectionOptions::new(SLOTS)
+        .wait_time(wait)
+        .lease_time(LEASE)
+        .auto_extend(auto_extend)
+        .holder_id(name);
+    let elector = LeaderGroupElector::new(store, options)?;
+    let outcome = if wait.is_zero() {
+        "trying once".to_owned()
+    } else {
+        format!("waiting up to {wait:?}")
+    };
+    table.row(name, "acquire", None, None, &outcome);
+    let body_table = table.clone();
+    let result = elector
+        .run_if_leader(GROUP, |lease| async move {
+            let extend = if auto_extend { ", auto-extend" } else { "" };
+            body_table.row(
+                name,
+                "elected",
+                Some(lease.fence()),
+                Some(lease.remaining()),
+                &format!("working for {work:?}{extend}"),
+            );
+            let finish = Instant::now() + work;
+            let mut expires_at = lease.expires_at();
+            while Instant::now() < finish {
+                tokio::select! {
+                    () = sleep(Duration::from_millis(50)) => {}
+                    () = lease.lost() => {
+                        body_table.row(name, "lost", Some(lease.fence()), None, "stopping work");
+                        return;
+                    }
+                }
+                if lease.expires_at() != expires_at {
+                    expires_at = lease.expires_at();
+                    body_table.row(
+                        name,
+                        "renew",
+                        Some(lease.fence()),
+                        Some(lease.remaining()),
+                        "lease extended",
+                    );
+                }
+            }
+            body_table.row(
+                name,
+                "release",
+                Some(lease.fence()),
+                None,
+                "work done; slot freed, waiters woken",
+            );
+        })
+        .await?;
+    match result {
+        LeaderRunResult::Elected(()) => {}
+        LeaderRunResult::Skipped => table.row(name, "skipped", None, None, "group full"),
+    }
+    Ok(())
+}
+
+/// A holder that takes a slot and dies without releasing it: the slot lapses at lease end.
+async fn crashed_holder(table: Table, store: Arc<dyn LeaseStore>) -> Result<(), leader::Error> {
+    let key = leader::KeyOptions::new().resolve(GROUP)?;
+    let request = AcquireRequest {
+        key: &key,
+        max_leaders: SLOTS,
+        token: LeaseToken::generate()?,
+        holder: "crashed",
+        lease_time: LEASE,
+    };
+    let AcquireOutcome::Granted(grant) = store.acquire(request).await? else {
+        return Ok(());
+    };
+    let outcome = "then the process dies: no release";
+    table.row(
+        "crashed",
+        "elected",
+        Some(grant.fence),
+        Some(grant.expires_in),
+        outcome,
+    );
+    tokio::spawn(async move {
+        sleep(grant.expires_in).await;
+        let outcome = "lease ran out; the slot is free again";
+        table.row("crashed", "expire", Some(grant.fence), None, outcome);
+    });
+    Ok(())
+}
+
+async fn print_state(
+    table: &Table,
+    store: Arc<dyn LeaseStore>,
+    when: &str,
+) -> Result<(), leader::Error> {
+    let elector = LeaderGroupElector::new(store, LeaderGroupElectionOptions::new(SLOTS))?;
+    let state = elector.state(GROUP).await?;
+    let holders: Vec<String> = state
+        .leaders
+        .iter()
+        .map(|slot| {
+            format!(
+                "{}#{} ({:.1}s)",
+                slot.holder,
+                slot.fence,
+                slot.expires_in.as_secs_f64()
+            )
+        })
+        .collect();
+    let summary = format!(
+        "{when}: {}/{} held, {} free [{}]",
+        state.active_count,
+        state.max_leaders,
+        state.available_slots(),
+        holders.join(", ")
+    );
+    table.row("-", "state", None, None, &summary);
+    Ok(())
+}
+
+fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        None => Ok(Arc::new(MemoryStore::new())),
+        Some("--help" | "-h") => Err("usage: cargo run --example demo".to_owned()),
+        Some(other) => Err(format!(
+            "unknown argument {other:?}; usage: cargo run --example demo"
+        )),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let store = match store_from_args() {
+        Ok(store) => store,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    println!(
+        "group `{GROUP}`: {SLOTS} slots, lease {LEASE:?}, store: {}\n",
+        store.kind()
+    );
+    let table = Table {
+        started: Instant::now(),
+    };
+    table.header();
+
+    // Saturation: three holders fill the group; one of them will crash.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(candidate(
+        table.clone(),
+        store.clone(),
+        "alpha",
+        Duration::ZERO,
+        Duration::from_millis(1_200),
+        false,
+    ));
+    tasks.spawn(candidate(
+        table.clone(),
+        store.clone(),
+        "bravo",
+        Duration::ZERO,
+        Duration::from_millis(4_000),
+        true,
+    ));
+    sleep(Duration::from_millis(100)).await;
+    crashed_holder(table.clone(), store.clone()).await?;
+    sleep(Duration::from_millis(100)).await;
+    print_state(&table, store.clone(), "saturated").await?;
+
+    // A candidate that will not wait is skipped; two that wait are re-admitted, one when
+    // alpha releases, one when the crashed holder's slot expires.
+    tasks.spawn(candidate(
+        table.clone(),
+        store.clone(),
+        "charlie",
+        Duration::ZERO,
+        Duration::ZERO,
+        false,
+    ));
+    sleep(Duration::from_millis(100)).await;
+    tasks.spawn(candidate(
+        table.clone(),
+        store.clone(),
+        "delta",
+        Duration::from_secs(5),
+        Duration::from_millis(1_500),
+        false,
+    ));
+    tasks.spawn(candidate(
+        table.clone(),
+        store.clone(),
+        "echo",
+        Duration::from_secs(5),
+        Duration::from_millis(1_000),
+        false,
+    ));
+    sleep(Duration::from_millis(2_000)).await;
+    print_state(&table, store.clone(), "after release and expiry").await?;
+
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    print_state(&table, store, "at the end").await?;
+    Ok(())
+}
