@@ -37,5 +37,7 @@ pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
 pub use run_result::LeaderRunResult;
 pub use state::LeaderGroupState;
+#[cfg(feature = "redis")]
+pub use store::RedisStore;
 pub use store::{LeaseStore, MemoryStore, SlotInfo};
 pub use token::LeaseToken;

@@ -1,5 +1,6 @@
 //! The store conformance suite: the rules of `LeaseStore`, written once, run against every
-//! store. `conformance_suite!(attrs, make_store)` expands to one test per rule.
+//! store. `conformance_suite!(#[test attribute] make)` expands to one test per rule; `make`
+//! is a future giving the store and whatever must live as long as it (a server, say).
 //!
 //! Durations are short and real enough for a real server, and exact under paused time.
 
@@ -33,7 +34,7 @@ macro_rules! conformance_suite {
         $(
             #[$attr]
             async fn $name() {
-                let store = $make;
+                let (store, _keep_alive) = $make.await;
                 conformance::$name(&store, stringify!($name)).await;
             }
         )*

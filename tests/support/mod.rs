@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod redis_server;
+
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

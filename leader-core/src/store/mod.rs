@@ -5,6 +5,8 @@
 //! clock. The electors build everything else on these five operations.
 
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 mod watch;
 
 use std::fmt::Debug;
@@ -13,6 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{DEFAULT_COMMAND_TIMEOUT, RedisStore};
 pub use memory::MemoryStore;
 pub use watch::ReleaseWatch;
 

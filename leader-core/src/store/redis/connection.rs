@@ -1,0 +1,217 @@
+//! One shared multiplexed connection, made by a deadpool-redis pool and replaced when it
+//! breaks, and script calls over it: one EVALSHA per call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, ToRedisArgs, Value};
+use tokio::sync::Mutex;
+
+use super::scripts::LuaScript;
+
+/// Where connections come from.
+#[derive(Clone)]
+pub(crate) enum ConnectionSource {
+    Standalone(deadpool_redis::Pool),
+    Sentinel(deadpool_redis::sentinel::Pool),
+    Cluster(deadpool_redis::cluster::Pool),
+}
+
+impl ConnectionSource {
+    pub(crate) fn topology(&self) -> &'static str {
+        match self {
+            ConnectionSource::Standalone(_) => "standalone",
+            ConnectionSource::Sentinel(_) => "sentinel",
+            ConnectionSource::Cluster(_) => "cluster",
+        }
+    }
+
+    /// A new connection, taken out of the pool for good: pooled connections are checked with
+    /// a PING on every checkout, a round trip each operation would pay.
+    async fn connect(&self) -> Result<SharedConnection, PoolFailure> {
+        Ok(match self {
+            ConnectionSource::Standalone(pool) => {
+                SharedConnection::Multiplexed(deadpool_redis::Connection::take(pool.get().await?))
+            }
+            ConnectionSource::Sentinel(pool) => SharedConnection::Multiplexed(
+                deadpool_redis::sentinel::Connection::take(pool.get().await?),
+            ),
+            ConnectionSource::Cluster(pool) => SharedConnection::Cluster(
+                deadpool_redis::cluster::Connection::take(pool.get().await?),
+            ),
+        })
+    }
+
+    /// Drops the pool's idle connections, for example after a failover made them stale.
+    fn forget_idle(&self) {
+        match self {
+            ConnectionSource::Standalone(pool) => drop(pool.retain(|_, _| false)),
+            ConnectionSource::Sentinel(pool) => drop(pool.retain(|_, _| false)),
+            ConnectionSource::Cluster(pool) => drop(pool.retain(|_, _| false)),
+        }
+    }
+}
+
+/// Why the pool gave no connection.
+pub(crate) type PoolFailure = deadpool_redis::PoolError;
+
+/// A connection many tasks use at once: both kinds multiplex requests and are cheap to clone.
+#[derive(Clone)]
+pub(crate) enum SharedConnection {
+    Multiplexed(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for SharedConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            SharedConnection::Multiplexed(conn) => conn.req_packed_command(cmd),
+            SharedConnection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            SharedConnection::Multiplexed(conn) => {
+                conn.req_packed_commands(pipeline, offset, count)
+            }
+            SharedConnection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            SharedConnection::Multiplexed(conn) => conn.get_db(),
+            SharedConnection::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// A failure of a script call.
+pub(crate) enum CallFailure {
+    /// No connection could be had.
+    Pool(PoolFailure),
+    /// The server or the connection failed the call.
+    Redis(RedisError),
+}
+
+/// The shared connection and how to replace it.
+pub(crate) struct Connections {
+    source: ConnectionSource,
+    current: Mutex<Option<(u64, SharedConnection)>>,
+    generation: AtomicU64,
+}
+
+impl Connections {
+    pub(crate) fn new(source: ConnectionSource) -> Self {
+        Connections {
+            source,
+            current: Mutex::new(None),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn topology(&self) -> &'static str {
+        self.source.topology()
+    }
+
+    /// The shared connection, made first if there is none.
+    pub(crate) async fn get(&self) -> Result<(u64, SharedConnection), PoolFailure> {
+        let mut current = self.current.lock().await;
+        if let Some(shared) = &*current {
+            return Ok(shared.clone());
+        }
+        let connection = self.source.connect().await?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *current = Some((generation, connection.clone()));
+        Ok((generation, connection))
+    }
+
+    /// Drops the shared connection if it is still `generation`, so the next call makes a
+    /// new one.
+    pub(crate) async fn discard(&self, generation: u64) {
+        let mut current = self.current.lock().await;
+        if current
+            .as_ref()
+            .is_some_and(|(held, _)| *held == generation)
+        {
+            *current = None;
+        }
+    }
+
+    /// Drops the shared connection, whichever it is.
+    pub(crate) async fn discard_current(&self) {
+        *self.current.lock().await = None;
+    }
+
+    /// Runs `script` with one EVALSHA; only if the server lost its script cache (NOSCRIPT)
+    /// does a second round trip send the source with EVAL, which caches it again.
+    ///
+    /// A READONLY reply means the connection reached a primary that was demoted: the
+    /// connection and the pool's idle ones are dropped and the call is made once more on a
+    /// new connection (every script is safe to repeat with the same token).
+    pub(crate) async fn eval(
+        &self,
+        lua: &LuaScript,
+        keys: &[&str],
+        args: &[&dyn ToRedisArgsDyn],
+    ) -> Result<Value, CallFailure> {
+        let mut retried_readonly = false;
+        loop {
+            let (generation, mut connection) = self.get().await.map_err(CallFailure::Pool)?;
+            let mut evalsha = redis::cmd("EVALSHA");
+            evalsha.arg(&lua.hash);
+            push_keys_and_args(&mut evalsha, keys, args);
+            let mut result = evalsha.query_async::<Value>(&mut connection).await;
+            if matches!(&result, Err(e) if e.code() == Some("NOSCRIPT")) {
+                tracing::debug!(script = lua.name, "script cache empty; sending the source");
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(lua.source);
+                push_keys_and_args(&mut eval, keys, args);
+                result = eval.query_async::<Value>(&mut connection).await;
+            }
+            match result {
+                Ok(value) => return Ok(value),
+                Err(error) if error.code() == Some("READONLY") && !retried_readonly => {
+                    tracing::warn!(
+                        script = lua.name,
+                        "connected to a read-only replica; reconnecting"
+                    );
+                    retried_readonly = true;
+                    self.discard(generation).await;
+                    self.source.forget_idle();
+                }
+                Err(error) => {
+                    if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+                        self.discard(generation).await;
+                    }
+                    return Err(CallFailure::Redis(error));
+                }
+            }
+        }
+    }
+}
+
+/// A script argument: `ToRedisArgs` made object safe for a slice of mixed types.
+pub(crate) trait ToRedisArgsDyn: Sync {
+    fn push_to(&self, cmd: &mut Cmd);
+}
+
+impl<T: ToRedisArgs + Sync> ToRedisArgsDyn for T {
+    fn push_to(&self, cmd: &mut Cmd) {
+        cmd.arg(self);
+    }
+}
+
+fn push_keys_and_args(cmd: &mut Cmd, keys: &[&str], args: &[&dyn ToRedisArgsDyn]) {
+    cmd.arg(keys.len()).arg(keys);
+    for arg in args {
+        arg.push_to(cmd);
+    }
+}

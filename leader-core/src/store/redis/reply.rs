@@ -1,0 +1,116 @@
+//! The scripts' replies, turned into the store's outcomes.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use crate::Error;
+use crate::store::{
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
+};
+
+fn malformed(operation: &'static str, reply: &Value) -> Error {
+    Error::Store {
+        store: "redis",
+        operation,
+        message: format!(
+            "unexpected script reply {reply:?}; is another version of leader's scripts loaded?"
+        ),
+    }
+}
+
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn array<'a>(operation: &'static str, reply: &'a Value) -> Result<Vec<i64>, Error> {
+    let Value::Array(items) = reply else {
+        return Err(malformed(operation, reply));
+    };
+    items
+        .iter()
+        .map(|item| int(item).ok_or_else(|| malformed(operation, reply)))
+        .collect()
+}
+
+fn at(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+fn span(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+    match array("acquire", &reply)?.as_slice() {
+        &[1, fence, acquired, expires, now] => Ok(AcquireOutcome::Granted(Grant {
+            fence: fence as u64,
+            acquired_at: at(acquired),
+            expires_at: at(expires),
+            expires_in: span(expires - now),
+        })),
+        &[0, nearest] => Ok(AcquireOutcome::Full {
+            nearest_expiry: span(nearest),
+        }),
+        &[2, existing] => Err(Error::MaxLeadersMismatch {
+            group: request.key.to_owned(),
+            requested: request.max_leaders,
+            existing: existing as u32,
+        }),
+        _ => Err(malformed("acquire", &reply)),
+    }
+}
+
+pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
+    match array("renew", &reply)?.as_slice() {
+        &[1, expires, now] => Ok(RenewOutcome::Renewed {
+            expires_at: at(expires),
+            expires_in: span(expires - now),
+        }),
+        &[0] => Ok(RenewOutcome::NotHeld),
+        _ => Err(malformed("renew", &reply)),
+    }
+}
+
+pub(super) fn release(reply: Value) -> Result<ReleaseOutcome, Error> {
+    match array("release", &reply)?.as_slice() {
+        &[1] => Ok(ReleaseOutcome::Released),
+        &[2, expires_in] => Ok(ReleaseOutcome::Kept {
+            expires_in: span(expires_in),
+        }),
+        &[0] => Ok(ReleaseOutcome::NotHeld),
+        _ => Err(malformed("release", &reply)),
+    }
+}
+
+pub(super) fn state(reply: Value) -> Result<GroupSnapshot, Error> {
+    let Value::Array(items) = &reply else {
+        return Err(malformed("state", &reply));
+    };
+    let (Some(now), Some(max)) = (items.first().and_then(int), items.get(1).and_then(int)) else {
+        return Err(malformed("state", &reply));
+    };
+    let mut slots = Vec::with_capacity(items.len().saturating_sub(2) / 4);
+    for slot in items[2..].chunks(4) {
+        let [fence, acquired, expires, Value::BulkString(holder)] = slot else {
+            return Err(malformed("state", &reply));
+        };
+        let (Some(fence), Some(acquired), Some(expires)) =
+            (int(fence), int(acquired), int(expires))
+        else {
+            return Err(malformed("state", &reply));
+        };
+        slots.push(SlotInfo {
+            holder: String::from_utf8_lossy(holder).into_owned(),
+            fence: fence as u64,
+            acquired_at: at(acquired),
+            expires_in: span(expires - now),
+        });
+    }
+    slots.sort_by_key(|slot| slot.fence);
+    let max_leaders = (!slots.is_empty() && max > 0).then_some(max as u32);
+    Ok(GroupSnapshot { max_leaders, slots })
+}

@@ -1,0 +1,150 @@
+//! Real `redis-server` processes for tests: started on a free port with no persistence and a
+//! log in a temporary directory, killed on drop; they can be killed, restarted and paused.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct RedisServer {
+    pub port: u16,
+    dir: TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// A standalone server.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A server with extra `redis-server` arguments, such as `["--cluster-enabled", "yes"]`.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut server = RedisServer {
+            port: free_port(),
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn spawn(&mut self) {
+        let log = self.dir.path().join("redis.log");
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(&log)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (apt-get install redis-server)");
+        self.child = Some(child);
+        wait_until_answers(self.port, &log);
+    }
+
+    /// SIGKILL: the server dies with everything it held in memory.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a new one on the same port, without the old data.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// SIGSTOP: the server keeps its connections but answers nothing.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status();
+        assert!(status.unwrap().success(), "kill -{signal} {pid}");
+    }
+
+    /// Runs `redis-cli` against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.resume_quietly();
+        }
+        self.kill();
+    }
+}
+
+impl RedisServer {
+    fn resume_quietly(&self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+}
+
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli on PATH");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+fn wait_until_answers(port: u16, log: &PathBuf) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cli(port, &["PING"]) == "PONG" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    panic!("redis-server on port {port} did not answer within 10 s; its log:\n{log}");
+}
