@@ -6,5 +6,7 @@ use leader::MemoryStore;
 
 conformance_suite!(
     #[tokio::test(start_paused = true)]
-    MemoryStore::new()
+    async {
+        (MemoryStore::new(), ())
+    }
 );

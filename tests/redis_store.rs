@@ -17,3 +17,476 @@ conformance_suite!(
     #[tokio::test]
     standalone()
 );
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome, RenewOutcome};
+use leader::{
+    Error, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions, LeaderGroupElector,
+    LeaseStore, LeaseToken, LossReason,
+};
+use support::proxy::Proxy;
+use tokio::time::{Instant, sleep, timeout};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
+    AcquireRequest {
+        key,
+        max_leaders,
+        token,
+        holder: "redis-test",
+        lease_time: 10 * SECOND,
+    }
+}
+
+fn token() -> LeaseToken {
+    LeaseToken::generate().unwrap()
+}
+
+/// Calls per command name since the last reset, from the server's `INFO commandstats`.
+fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// The commands our scripts run inside the server; INFO counts them too, but they cost no
+/// round trip.
+const SCRIPT_INTERNAL: &[&str] = &[
+    "time",
+    "zscore",
+    "hget",
+    "get",
+    "zrangebyscore",
+    "zremrangebyscore",
+    "hdel",
+    "zcard",
+    "zrange",
+    "set",
+    "zadd",
+    "hset",
+    "pexpireat",
+    "del",
+    "zrem",
+    "publish",
+];
+
+/// The client-sent commands an operation cost, read from the server.
+async fn round_trips<F: Future>(
+    server: &RedisServer,
+    operation: F,
+) -> (F::Output, HashMap<String, u64>) {
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let output = operation.await;
+    let sent = command_calls(server)
+        .into_iter()
+        .filter(|(name, _)| {
+            !SCRIPT_INTERNAL.contains(&name.as_str())
+                && name != "info"
+                && name != "config|resetstat"
+        })
+        .collect();
+    (output, sent)
+}
+
+#[tokio::test]
+async fn every_operation_is_one_round_trip() {
+    let (store, server) = standalone().await;
+    let key = "leader:round-trips";
+    let one_evalsha = HashMap::from([("evalsha".to_owned(), 1)]);
+    // Warm up the connection and the script cache: each script's first use on a server
+    // costs one more round trip (EVALSHA answered NOSCRIPT, then EVAL).
+    let held = token();
+    store.acquire(request(key, 1, held)).await.unwrap();
+    store.renew(key, held, 10 * SECOND).await.unwrap();
+    store.state(key).await.unwrap();
+    store
+        .release("leader:elsewhere", held, Duration::ZERO)
+        .await
+        .unwrap();
+
+    let (outcome, sent) = round_trips(&server, store.acquire(request(key, 1, held))).await;
+    assert!(matches!(outcome.unwrap(), AcquireOutcome::Granted(_)));
+    assert_eq!(sent, one_evalsha, "acquire (idempotent retry)");
+    let (outcome, sent) = round_trips(&server, store.acquire(request(key, 1, token()))).await;
+    assert!(matches!(outcome.unwrap(), AcquireOutcome::Full { .. }));
+    assert_eq!(sent, one_evalsha, "a failed attempt");
+    let (outcome, sent) = round_trips(&server, store.renew(key, held, 10 * SECOND)).await;
+    assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
+    assert_eq!(sent, one_evalsha, "renew");
+    let (outcome, sent) = round_trips(&server, store.state(key)).await;
+    assert_eq!(outcome.unwrap().slots.len(), 1);
+    assert_eq!(sent, one_evalsha, "state");
+    let (outcome, sent) = round_trips(&server, store.release(key, held, Duration::ZERO)).await;
+    assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(sent, one_evalsha, "release");
+    let (outcome, sent) = round_trips(&server, store.acquire(request(key, 1, token()))).await;
+    assert!(matches!(outcome.unwrap(), AcquireOutcome::Granted(_)));
+    assert_eq!(sent, one_evalsha, "a fresh grant");
+}
+
+#[tokio::test]
+async fn script_flush_mid_run_reloads_the_scripts() {
+    let (store, server) = standalone().await;
+    let key = "leader:flushed";
+    let held = token();
+    store.acquire(request(key, 2, held)).await.unwrap();
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), "OK");
+    let (outcome, sent) = round_trips(&server, store.renew(key, held, 10 * SECOND)).await;
+    assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
+    assert_eq!(
+        sent,
+        HashMap::from([("evalsha".to_owned(), 1), ("eval".to_owned(), 1)])
+    );
+    let (outcome, sent) = round_trips(&server, store.renew(key, held, 10 * SECOND)).await;
+    assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
+    assert_eq!(
+        sent,
+        HashMap::from([("evalsha".to_owned(), 1)]),
+        "cached again after EVAL"
+    );
+    assert_eq!(
+        store.release(key, held, Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_is_reported_and_left_alone() {
+    let (store, server) = standalone().await;
+    server.cli(&["SET", "{leader:taken}:slots", "someone else's"]);
+    server.cli(&["LPUSH", "{leader:listed}:holders", "x"]);
+    server.cli(&["SET", "{leader:texted}:fence", "not a number"]);
+    for (key, offending) in [
+        ("leader:taken", "{leader:taken}:slots is a string"),
+        ("leader:listed", "{leader:listed}:holders is a list"),
+        ("leader:texted", "{leader:texted}:fence is a string"),
+    ] {
+        let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{key}: {err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains(offending) && message.contains(key),
+            "{message}"
+        );
+        assert!(!err.is_transient());
+    }
+    assert_eq!(
+        server.cli(&["GET", "{leader:taken}:slots"]),
+        "someone else's"
+    );
+    assert_eq!(
+        server.cli(&["LRANGE", "{leader:listed}:holders", "0", "-1"]),
+        "x"
+    );
+    assert_eq!(
+        server.cli(&["GET", "{leader:texted}:fence"]),
+        "not a number"
+    );
+    assert_eq!(
+        server.cli(&["KEYS", "*"]).lines().count(),
+        3,
+        "nothing was written"
+    );
+    let err = store
+        .renew("leader:taken", token(), SECOND)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    let err = store.state("leader:listed").await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn fences_keep_increasing_after_the_server_loses_its_data() {
+    let (store, mut server) = standalone().await;
+    let key = "leader:amnesia";
+    let mut last = 0;
+    for round in 0..3 {
+        let held = token();
+        let fence = match store.acquire(request(key, 1, held)).await.unwrap() {
+            AcquireOutcome::Granted(grant) => grant.fence,
+            other => panic!("round {round}: {other:?}"),
+        };
+        assert!(fence > last, "round {round}: fence {fence} after {last}");
+        last = fence;
+        server.restart();
+        assert_eq!(server.cli(&["DBSIZE"]), "0", "restarted without its data");
+        // The store notices the dead connection once, then reconnects.
+        let _ = store.state(key).await;
+    }
+}
+
+#[tokio::test]
+async fn an_acquire_whose_reply_was_lost_is_granted_again_to_the_retry() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let store = RedisStore::connect(&proxy.url()).await.unwrap();
+    let key = "leader:lossy";
+    let retried = token();
+    store
+        .acquire(request("leader:warm-up", 1, token()))
+        .await
+        .unwrap(); // script cached
+    proxy.drop_replies(true);
+    let err = store.acquire(request(key, 2, retried)).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    proxy.drop_replies(false);
+    assert_eq!(
+        server.cli(&["ZCARD", "{leader:lossy}:slots"]),
+        "1",
+        "the script ran"
+    );
+    let first_fence: u64 = server
+        .cli(&["GET", "{leader:lossy}:fence"])
+        .parse()
+        .unwrap();
+    let AcquireOutcome::Granted(grant) = store.acquire(request(key, 2, retried)).await.unwrap()
+    else {
+        panic!("the retry was refused");
+    };
+    assert_eq!(grant.fence, first_fence, "the retry got the same grant");
+    assert_eq!(
+        store.state(key).await.unwrap().slots.len(),
+        1,
+        "no second slot"
+    );
+}
+
+#[tokio::test]
+async fn an_elector_releases_a_slot_whose_grant_reply_was_lost() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let store = RedisStore::connect(&proxy.url()).await.unwrap();
+    let elector =
+        LeaderElector::new(store, LeaderElectionOptions::new().lease_time(60 * SECOND)).unwrap();
+    assert!(
+        elector
+            .run_if_leader("warm-up", |_| async {})
+            .await
+            .unwrap()
+            .is_elected()
+    );
+    proxy.drop_replies(true);
+    let err = elector
+        .run_if_leader("lossy-elector", |_| async {})
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    proxy.drop_replies(false);
+    assert_ne!(
+        server.cli(&["GET", "{leader:lossy-elector}:fence"]),
+        "",
+        "the grant was made"
+    );
+    support::eventually(
+        5 * SECOND,
+        "the background release frees the slot",
+        || async { server.cli(&["ZCARD", "{leader:lossy-elector}:slots"]) == "0" },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_candidates_on_many_connections_never_exceed_max_leaders() {
+    let server = RedisServer::start();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let elected = Arc::new(AtomicUsize::new(0));
+    let mut candidates = Vec::new();
+    for _ in 0..6 {
+        let store = RedisStore::connect(&server.url()).await.unwrap(); // a connection each
+        for _ in 0..6 {
+            let options = LeaderGroupElectionOptions::new(3)
+                .wait_time(2 * SECOND)
+                .lease_time(30 * SECOND);
+            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
+            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
+            candidates.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let result = elector
+                        .run_if_leader("shared-pool", |_| async {
+                            let now = running.fetch_add(1, SeqCst) + 1;
+                            most.fetch_max(now, SeqCst);
+                            sleep(Duration::from_millis(2)).await;
+                            running.fetch_sub(1, SeqCst);
+                        })
+                        .await
+                        .expect("no store error");
+                    if result.is_elected() {
+                        elected.fetch_add(1, SeqCst);
+                    }
+                }
+            }));
+        }
+    }
+    for candidate in candidates {
+        timeout(60 * SECOND, candidate)
+            .await
+            .expect("candidates finish")
+            .unwrap();
+    }
+    let most = most.load(SeqCst);
+    assert!(most <= 3, "{most} holders at once in a group of 3");
+    assert_eq!(most, 3, "36 candidates never filled the group");
+    assert!(
+        elected.load(SeqCst) > 30,
+        "only {} elections",
+        elected.load(SeqCst)
+    );
+    assert_eq!(
+        server.cli(&["ZCARD", "{leader:shared-pool}:slots"]),
+        "0",
+        "slots left behind"
+    );
+}
+
+#[tokio::test]
+async fn a_release_in_one_process_wakes_a_waiter_in_another() {
+    let server = RedisServer::start();
+    let (holder_store, waiter_store) = (
+        RedisStore::connect(&server.url()).await.unwrap(),
+        RedisStore::connect(&server.url()).await.unwrap(),
+    );
+    let options = LeaderElectionOptions::new()
+        .lease_time(60 * SECOND)
+        .wait_time(20 * SECOND);
+    let holder = LeaderElector::new(holder_store, options.clone()).unwrap();
+    let waiter = LeaderElector::new(waiter_store, options).unwrap();
+    let (in_body_tx, in_body_rx) = tokio::sync::oneshot::channel();
+    let holding = tokio::spawn(async move {
+        holder
+            .run_if_leader("handover", |_| async move {
+                in_body_tx.send(()).unwrap();
+                sleep(Duration::from_millis(300)).await;
+                Instant::now()
+            })
+            .await
+    });
+    in_body_rx.await.unwrap();
+    let result = waiter
+        .run_if_leader("handover", |_| async { Instant::now() })
+        .await
+        .unwrap();
+    let elected_at = result.elected().expect("the waiter was elected");
+    let released_at = holding.await.unwrap().unwrap().elected().unwrap();
+    let gap = elected_at.saturating_duration_since(released_at);
+    // The holder's lease had 59 s left: only the release message can explain this.
+    assert!(gap < 5 * SECOND, "woken {gap:?} after the release");
+}
+
+#[tokio::test]
+async fn auto_extend_and_loss_work_on_redis() {
+    let (store, _server) = standalone().await;
+    let options = LeaderElectionOptions::new()
+        .lease_time(Duration::from_millis(600))
+        .auto_extend(true);
+    let elector = LeaderElector::new(store.clone(), options).unwrap();
+    let result = elector
+        .run_if_leader("extended", |lease| async move {
+            sleep(Duration::from_millis(1_500)).await;
+            let survived = !lease.is_lost();
+            store
+                .release(lease.key(), lease.token(), Duration::ZERO)
+                .await
+                .unwrap();
+            timeout(5 * SECOND, lease.lost())
+                .await
+                .expect("loss noticed at the next renewal");
+            (survived, lease.loss_reason())
+        })
+        .await
+        .unwrap();
+    assert_eq!(result.elected(), Some((true, Some(LossReason::Refused))));
+}
+
+#[tokio::test]
+async fn bad_urls_and_unreachable_servers_are_clear_errors() {
+    let err = RedisStore::connect("http://user:hunter2@localhost")
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.starts_with("invalid `url`"), "{message}");
+    assert!(!message.contains("hunter2"), "password leaked: {message}");
+
+    let port = support::redis_server::free_port();
+    let err = RedisStore::connect(&format!("redis://app:hunter2@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("hunter2"));
+
+    let store = RedisStore::from_url(&format!("redis://app:hunter2@127.0.0.1:{port}/0")).unwrap();
+    let shown = format!("{store:?}");
+    assert!(
+        shown.contains("app:***@127.0.0.1") && !shown.contains("hunter2"),
+        "{shown}"
+    );
+    let err = store.state("leader:x").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unavailable {
+                operation: "state",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn keys_with_braces_are_refused() {
+    let (store, _server) = standalone().await;
+    let err = store
+        .acquire(request("leader:{tagged}", 1, token()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidKey { .. }), "{err:?}");
+    assert!(err.to_string().contains("hash tag"), "{err}");
+}
+
+#[tokio::test]
+async fn a_paused_server_times_out_and_the_store_recovers() {
+    let server = RedisServer::start();
+    let store = RedisStore::from_url(&server.url())
+        .unwrap()
+        .with_command_timeout(Duration::from_millis(300))
+        .unwrap();
+    store.state("leader:paused").await.unwrap();
+    server.pause();
+    let err = store
+        .acquire(request("leader:paused", 1, token()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                operation: "acquire",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    server.resume();
+    support::eventually(5 * SECOND, "the store answers again", || async {
+        store.state("leader:paused").await.is_ok()
+    })
+    .await;
+}

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod proxy;
 pub mod redis_server;
 
 use std::io;

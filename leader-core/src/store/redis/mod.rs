@@ -42,9 +42,9 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 ///   per store, and also wake at the nearest expiry.
 ///
 /// ```no_run
-/// use leader::{LeaderGroupElectionOptions, LeaderGroupElector, RedisStore};
+/// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, RedisStore};
 ///
-/// # async fn run() -> Result<(), leader::Error> {
+/// # async fn run() -> Result<(), leader_core::Error> {
 /// let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
 /// let workers = LeaderGroupElector::new(store, LeaderGroupElectionOptions::new(3))?;
 /// # Ok(()) }
@@ -135,7 +135,7 @@ impl RedisStore {
             .map_err(|e| invalid_url(&shown, e))?;
         Ok(Self::new(
             ConnectionSource::Sentinel(pool),
-            SubscriberSource::Sentinel(tokio::sync::Mutex::new(sentinel)),
+            SubscriberSource::Sentinel(Box::new(tokio::sync::Mutex::new(sentinel))),
             format!("redis sentinel {shown} master {}", config.master_name),
         ))
     }

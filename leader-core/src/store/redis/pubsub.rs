@@ -17,7 +17,7 @@ use super::scripts::{RELEASE_CHANNEL_PREFIX, release_channel};
 /// current primary as Sentinel reports it.
 pub(crate) enum SubscriberSource {
     Servers(Vec<redis::Client>),
-    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    Sentinel(Box<tokio::sync::Mutex<SentinelClient>>),
 }
 
 impl SubscriberSource {

@@ -26,7 +26,7 @@ fn int(value: &Value) -> Option<i64> {
     }
 }
 
-fn array<'a>(operation: &'static str, reply: &'a Value) -> Result<Vec<i64>, Error> {
+fn array(operation: &'static str, reply: &Value) -> Result<Vec<i64>, Error> {
     let Value::Array(items) = reply else {
         return Err(malformed(operation, reply));
     };
@@ -45,17 +45,17 @@ fn span(ms: i64) -> Duration {
 }
 
 pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-    match array("acquire", &reply)?.as_slice() {
-        &[1, fence, acquired, expires, now] => Ok(AcquireOutcome::Granted(Grant {
+    match *array("acquire", &reply)?.as_slice() {
+        [1, fence, acquired, expires, now] => Ok(AcquireOutcome::Granted(Grant {
             fence: fence as u64,
             acquired_at: at(acquired),
             expires_at: at(expires),
             expires_in: span(expires - now),
         })),
-        &[0, nearest] => Ok(AcquireOutcome::Full {
+        [0, nearest] => Ok(AcquireOutcome::Full {
             nearest_expiry: span(nearest),
         }),
-        &[2, existing] => Err(Error::MaxLeadersMismatch {
+        [2, existing] => Err(Error::MaxLeadersMismatch {
             group: request.key.to_owned(),
             requested: request.max_leaders,
             existing: existing as u32,
@@ -65,23 +65,23 @@ pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<Acqui
 }
 
 pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
-    match array("renew", &reply)?.as_slice() {
-        &[1, expires, now] => Ok(RenewOutcome::Renewed {
+    match *array("renew", &reply)?.as_slice() {
+        [1, expires, now] => Ok(RenewOutcome::Renewed {
             expires_at: at(expires),
             expires_in: span(expires - now),
         }),
-        &[0] => Ok(RenewOutcome::NotHeld),
+        [0] => Ok(RenewOutcome::NotHeld),
         _ => Err(malformed("renew", &reply)),
     }
 }
 
 pub(super) fn release(reply: Value) -> Result<ReleaseOutcome, Error> {
-    match array("release", &reply)?.as_slice() {
-        &[1] => Ok(ReleaseOutcome::Released),
-        &[2, expires_in] => Ok(ReleaseOutcome::Kept {
+    match *array("release", &reply)?.as_slice() {
+        [1] => Ok(ReleaseOutcome::Released),
+        [2, expires_in] => Ok(ReleaseOutcome::Kept {
             expires_in: span(expires_in),
         }),
-        &[0] => Ok(ReleaseOutcome::NotHeld),
+        [0] => Ok(ReleaseOutcome::NotHeld),
         _ => Err(malformed("release", &reply)),
     }
 }
