@@ -2,7 +2,8 @@
 //! saturation, release, expiry and re-admission.
 //!
 //! ```text
-//! cargo run --example demo                 # in-memory store
+//! cargo run --example demo                                      # in-memory store
+//! cargo run --example demo -- --redis redis://127.0.0.1:6379    # Redis
 //! ```
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{
     LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken,
-    MemoryStore,
+    MemoryStore, RedisStore,
 };
 use tokio::time::{Instant, sleep};
 
@@ -28,10 +29,10 @@ struct Table {
 impl Table {
     fn header(&self) {
         println!(
-            "{:>7}  {:<10} {:<9} {:>5}  {:>10}  outcome",
+            "{:>7}  {:<10} {:<9} {:>16}  {:>10}  outcome",
             "tick", "candidate", "operation", "fence", "expires in"
         );
-        println!("{}", "-".repeat(78));
+        println!("{}", "-".repeat(90));
     }
 
     fn row(
@@ -46,7 +47,7 @@ impl Table {
         let fence = fence.map_or("-".to_owned(), |f| f.to_string());
         let expires = expires_in.map_or("-".to_owned(), |d| format!("{:.1}s", d.as_secs_f64()));
         println!(
-            "{tick:>5}ms  {candidate:<10} {operation:<9} {fence:>5}  {expires:>10}  {outcome}"
+            "{tick:>5}ms  {candidate:<10} {operation:<9} {fence:>16}  {expires:>10}  {outcome}"
         );
     }
 }
@@ -179,20 +180,35 @@ async fn print_state(
     Ok(())
 }
 
-fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        None => Ok(Arc::new(MemoryStore::new())),
-        Some("--help" | "-h") => Err("usage: cargo run --example demo".to_owned()),
-        Some(other) => Err(format!(
-            "unknown argument {other:?}; usage: cargo run --example demo"
-        )),
+/// An error with its causes, `outer: inner: …`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+const USAGE: &str = "usage: cargo run --example demo [-- --redis redis://127.0.0.1:6379]";
+
+/// The in-memory store, or Redis when `--redis URL` is given.
+async fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => Ok(Arc::new(MemoryStore::new())),
+        [flag, url] if flag == "--redis" => match RedisStore::connect(url).await {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(error) => Err(format!("cannot use Redis: {}", chain(&error))),
+        },
+        _ => Err(USAGE.to_owned()),
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = match store_from_args() {
+    let store = match store_from_args().await {
         Ok(store) => store,
         Err(message) => {
             eprintln!("{message}");

@@ -227,8 +227,8 @@ async fn fences_keep_increasing_after_the_server_loses_its_data() {
         last = fence;
         server.restart();
         assert_eq!(server.cli(&["DBSIZE"]), "0", "restarted without its data");
-        // The store notices the dead connection once, then reconnects.
-        let _ = store.state(key).await;
+        // The store finds its connection closed and retries once on a new one.
+        assert!(store.state(key).await.unwrap().slots.is_empty());
     }
 }
 
@@ -489,4 +489,35 @@ async fn a_paused_server_times_out_and_the_store_recovers() {
         store.state("leader:paused").await.is_ok()
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_server_demoted_to_replica_gives_transient_errors_not_a_stuck_store() {
+    let (store, server) = standalone().await;
+    let other = RedisServer::start();
+    store
+        .acquire(request("leader:demoted", 1, token()))
+        .await
+        .unwrap();
+    server.cli(&["REPLICAOF", "127.0.0.1", &other.port.to_string()]);
+    support::eventually(5 * SECOND, "the server is a read-only replica", || async {
+        server.cli(&["ROLE"]).starts_with("slave")
+    })
+    .await;
+    let err = store
+        .acquire(request("leader:demoted-2", 1, token()))
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    let source = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(source.to_lowercase().contains("read only"), "{source}");
+    // Promoted again, the same store carries on without a restart.
+    server.cli(&["REPLICAOF", "NO", "ONE"]);
+    let outcome = store
+        .acquire(request("leader:demoted-2", 1, token()))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
 }

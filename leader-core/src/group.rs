@@ -14,6 +14,15 @@ use crate::{
     Error, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease, LeaseToken,
 };
 
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Elects up to `max_leaders` holders per group name, one call at a time.
 ///
 /// Each `run_if_leader` call makes a new token, waits up to `wait_time` for a free slot, runs
@@ -123,14 +132,18 @@ impl LeaderGroupElector {
         );
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
 
-        let body = AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind();
-        let outcome = tokio::select! {
-            biased;
-            outcome = body => outcome,
-            never = supervise(&*self.store, &lease, settings.lease_time, settings.extend_every) => {
-                match never {}
-            }
-        };
+        // Renewal runs as a task of its own, so a body that hogs its thread cannot starve it
+        // on a multi-threaded runtime; it stops when the body ends or this future is dropped.
+        let supervisor = AbortOnDrop(tokio::spawn(supervise(
+            self.store.clone(),
+            lease.clone(),
+            settings.lease_time,
+            settings.extend_every,
+        )));
+        let outcome = AssertUnwindSafe(lease.clone().scope(body(lease.clone())))
+            .catch_unwind()
+            .await;
+        drop(supervisor);
         guard.release().await;
         match outcome {
             Ok(value) => Ok(LeaderRunResult::Elected(value)),

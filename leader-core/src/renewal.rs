@@ -1,5 +1,6 @@
 //! Keeping a held slot alive while its body runs, and firing the loss signal when it ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until, timeout_at};
@@ -14,25 +15,23 @@ use crate::store::{LeaseStore, RenewOutcome};
 /// - A failed renewal is retried at the cadence or at half the remaining lease, whichever is
 ///   sooner, until one succeeds or the local deadline passes ([`LossReason::Expired`]).
 ///
-/// Never returns: once the signal has fired it waits forever, so it can be raced against the
-/// body.
+/// Returns once the signal has fired; the elector aborts it when the body ends first.
 pub(crate) async fn supervise(
-    store: &dyn LeaseStore,
-    lease: &Lease,
+    store: Arc<dyn LeaseStore>,
+    lease: Lease,
     lease_time: Duration,
     extend_every: Option<Duration>,
-) -> std::convert::Infallible {
+) {
     match extend_every {
         None => {
             sleep_until(lease.deadline()).await;
             lease.mark_lost(LossReason::Expired);
         }
         Some(every) => {
-            let reason = keep_renewing(store, lease, lease_time, every).await;
+            let reason = keep_renewing(&*store, &lease, lease_time, every).await;
             lease.mark_lost(reason);
         }
     }
-    std::future::pending().await
 }
 
 async fn keep_renewing(

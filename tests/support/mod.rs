@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each test file uses part of it
 
 pub mod proxy;
+pub mod redis_cluster;
+pub mod redis_sentinel;
 pub mod redis_server;
 
 use std::io;

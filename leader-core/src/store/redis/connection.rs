@@ -121,16 +121,16 @@ impl Connections {
         self.source.topology()
     }
 
-    /// The shared connection, made first if there is none.
-    pub(crate) async fn get(&self) -> Result<(u64, SharedConnection), PoolFailure> {
+    /// The shared connection, made first if there is none; `true` if it was made just now.
+    pub(crate) async fn get(&self) -> Result<(u64, SharedConnection, bool), PoolFailure> {
         let mut current = self.current.lock().await;
-        if let Some(shared) = &*current {
-            return Ok(shared.clone());
+        if let Some((generation, connection)) = &*current {
+            return Ok((*generation, connection.clone(), false));
         }
         let connection = self.source.connect().await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *current = Some((generation, connection.clone()));
-        Ok((generation, connection))
+        Ok((generation, connection, true))
     }
 
     /// Drops the shared connection if it is still `generation`, so the next call makes a
@@ -153,18 +153,21 @@ impl Connections {
     /// Runs `script` with one EVALSHA; only if the server lost its script cache (NOSCRIPT)
     /// does a second round trip send the source with EVAL, which caches it again.
     ///
-    /// A READONLY reply means the connection reached a primary that was demoted: the
-    /// connection and the pool's idle ones are dropped and the call is made once more on a
-    /// new connection (every script is safe to repeat with the same token).
+    /// Two failures of a connection made earlier are retried once on a new connection, since
+    /// every script is safe to repeat with the same token: a READONLY reply (the connection
+    /// reached a primary that was since demoted; the pool's idle connections are dropped
+    /// too) and a connection that turns out to be closed (the server restarted, or Sentinel
+    /// killed clients after a failover).
     pub(crate) async fn eval(
         &self,
         lua: &LuaScript,
         keys: &[&str],
         args: &[&dyn ToRedisArgsDyn],
     ) -> Result<Value, CallFailure> {
-        let mut retried_readonly = false;
+        let mut retried = false;
         loop {
-            let (generation, mut connection) = self.get().await.map_err(CallFailure::Pool)?;
+            let (generation, mut connection, fresh) =
+                self.get().await.map_err(CallFailure::Pool)?;
             let mut evalsha = redis::cmd("EVALSHA");
             evalsha.arg(&lua.hash);
             push_keys_and_args(&mut evalsha, keys, args);
@@ -176,24 +179,23 @@ impl Connections {
                 push_keys_and_args(&mut eval, keys, args);
                 result = eval.query_async::<Value>(&mut connection).await;
             }
-            match result {
+            let error = match result {
                 Ok(value) => return Ok(value),
-                Err(error) if error.code() == Some("READONLY") && !retried_readonly => {
-                    tracing::warn!(
-                        script = lua.name,
-                        "connected to a read-only replica; reconnecting"
-                    );
-                    retried_readonly = true;
-                    self.discard(generation).await;
-                    self.source.forget_idle();
-                }
-                Err(error) => {
-                    if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
-                        self.discard(generation).await;
-                    }
-                    return Err(CallFailure::Redis(error));
-                }
+                Err(error) => error,
+            };
+            let read_only = error.code() == Some("READONLY");
+            let broken = error.is_io_error() || error.is_connection_dropped() || error.is_timeout();
+            if read_only || broken {
+                self.discard(generation).await;
             }
+            if read_only {
+                self.source.forget_idle();
+            }
+            if retried || !(read_only || (broken && !fresh)) {
+                return Err(CallFailure::Redis(error));
+            }
+            tracing::warn!(script = lua.name, %error, "stale Redis connection; retrying on a new one");
+            retried = true;
         }
     }
 }

@@ -204,7 +204,7 @@ impl RedisStore {
     async fn check_reachable(&self) -> Result<(), Error> {
         let connect = self.inner.connections.get();
         match tokio::time::timeout(self.inner.command_timeout, connect).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(_connection)) => Ok(()),
             Ok(Err(error)) => Err(unavailable("connect", error)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",
@@ -279,7 +279,7 @@ impl RedisStore {
     /// What the group's keys hold, for a wrong-type error: `{k}:slots is a string, …`.
     async fn describe_types(&self, keys: &[&str]) -> String {
         let mut found = Vec::new();
-        if let Ok((_, mut connection)) = self.inner.connections.get().await {
+        if let Ok((_, mut connection, _)) = self.inner.connections.get().await {
             for key in keys {
                 let kind: Result<String, _> = redis::cmd("TYPE")
                     .arg(key)

@@ -1,0 +1,71 @@
+//! `RedisStore` through Sentinel, failing over while a leader holds a slot.
+
+mod support;
+
+use std::time::Duration;
+
+use leader::{LeaderElectionOptions, LeaderElector, RedisStore};
+use support::redis_sentinel::{MASTER_NAME, RedisSentinel};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_while_a_leader_holds_its_slot() {
+    let set_up = std::sync::Arc::new(RedisSentinel::start());
+    let config = deadpool_redis::sentinel::Config::from_urls(
+        vec![set_up.sentinel_url()],
+        MASTER_NAME.to_owned(),
+        deadpool_redis::sentinel::SentinelServerType::Master,
+    );
+    let store = RedisStore::from_sentinel_config(config).unwrap();
+    assert_eq!(store.topology(), "sentinel");
+    let options = LeaderElectionOptions::new()
+        .lease_time(Duration::from_secs(30))
+        .auto_extend(true)
+        .auto_extend_interval(Duration::from_secs(1));
+    let holder = LeaderElector::new(store.clone(), options.clone()).unwrap();
+    let rival = LeaderElector::new(store.clone(), options).unwrap();
+
+    let (set_up, rival) = (&set_up, &rival);
+    let during = holder
+        .run_if_leader("failover", |lease| async move {
+            // Fail over under the holder. Renewals that reach the old primary before it is
+            // demoted are lost with it; a lease longer than the failover outlives that.
+            let failing_over = set_up.clone();
+            tokio::task::spawn_blocking(move || failing_over.fail_over())
+                .await
+                .unwrap();
+            let promoted_expiry =
+                set_up
+                    .replica
+                    .cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
+            // Renewals now reach the new primary: its copy of the slot moves forward.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let renewed_expiry =
+                set_up
+                    .replica
+                    .cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
+            assert_ne!(
+                promoted_expiry, renewed_expiry,
+                "renewals did not reach the new primary"
+            );
+            let rival_result = rival.run_if_leader("failover", |_| async {}).await.unwrap();
+            let held = set_up.replica.cli(&["ZCARD", "{leader:failover}:slots"]);
+            (lease.loss_reason(), rival_result.is_skipped(), held)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        during.elected(),
+        Some((None, true, "1".to_owned())),
+        "the lease survived on the new primary and still excludes rivals"
+    );
+    assert_eq!(
+        set_up.replica.cli(&["ZCARD", "{leader:failover}:slots"]),
+        "0",
+        "released on the new primary"
+    );
+    let after = holder
+        .run_if_leader("failover", |lease| async move { lease.fence() })
+        .await
+        .unwrap();
+    assert!(after.is_elected());
+}

@@ -1,0 +1,99 @@
+//! A primary, one replica and one Sentinel watching them, for failover tests.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::redis_server::{RedisServer, cli, free_port};
+
+pub const MASTER_NAME: &str = "leader-test";
+
+pub struct RedisSentinel {
+    pub primary: RedisServer,
+    pub replica: RedisServer,
+    pub sentinel_port: u16,
+    sentinel: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisSentinel {
+    pub fn start() -> Self {
+        let primary = RedisServer::start();
+        let port = primary.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let dir = tempfile::tempdir().unwrap();
+        let sentinel_port = free_port();
+        let config = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {sentinel_port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 1\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                 sentinel failover-timeout {MASTER_NAME} 10000\n",
+                dir = dir.path().display(),
+            ),
+        )
+        .unwrap();
+        let sentinel = Command::new("redis-server")
+            .arg(&config)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server --sentinel");
+        let set_up = RedisSentinel {
+            primary,
+            replica,
+            sentinel_port,
+            sentinel,
+            _dir: dir,
+        };
+        set_up.wait_for("the replica to sync and the sentinel to see it", || {
+            set_up
+                .replica
+                .cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+                && cli(sentinel_port, &["SENTINEL", "REPLICAS", MASTER_NAME]).contains("slave")
+        });
+        set_up
+    }
+
+    pub fn sentinel_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.sentinel_port)
+    }
+
+    /// Promotes the replica and demotes the primary, and waits until both roles switched.
+    pub fn fail_over(&self) {
+        self.wait_for("SENTINEL FAILOVER to be accepted", || {
+            cli(self.sentinel_port, &["SENTINEL", "FAILOVER", MASTER_NAME]) == "OK"
+        });
+        self.wait_for("the replica to become the primary", || {
+            self.replica.cli(&["ROLE"]).starts_with("master")
+        });
+        self.wait_for("the old primary to become a replica", || {
+            self.primary.cli(&["ROLE"]).starts_with("slave")
+        });
+        self.wait_for("the sentinel to name the new primary", || {
+            cli(
+                self.sentinel_port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+            )
+            .contains(&self.replica.port.to_string())
+        });
+    }
+
+    fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisSentinel {
+    fn drop(&mut self) {
+        let _ = self.sentinel.kill();
+        let _ = self.sentinel.wait();
+    }
+}
