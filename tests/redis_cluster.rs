@@ -11,6 +11,7 @@ use support::redis_cluster::RedisCluster;
 use tokio::time::{Instant, sleep};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::async_yields_async)] // the bodies hand the waiter's JoinHandle out on purpose
 async fn groups_on_every_primary_follow_the_rules() {
     let cluster = RedisCluster::start();
     let config = deadpool_redis::cluster::Config::from_urls(cluster.urls());

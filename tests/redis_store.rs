@@ -521,3 +521,55 @@ async fn a_server_demoted_to_replica_gives_transient_errors_not_a_stuck_store() 
         .unwrap();
     assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
 }
+
+#[tokio::test]
+async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    support::eventually(10 * SECOND, "the replica syncs", || async {
+        replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    let store = RedisStore::from_url(&primary.url())
+        .unwrap()
+        .with_replica_ack(1, Duration::from_millis(300))
+        .unwrap();
+    let outcome = store
+        .acquire(request("leader:replicated", 1, token()))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+    assert_eq!(replica.cli(&["ZCARD", "{leader:replicated}:slots"]), "1");
+
+    replica.pause();
+    let err = store
+        .acquire(request("leader:unreplicated", 1, token()))
+        .await
+        .unwrap_err();
+    replica.resume();
+    assert!(
+        matches!(
+            err,
+            Error::NotReplicated {
+                acknowledged: 0,
+                required: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.is_transient());
+    assert_eq!(
+        primary.cli(&["ZCARD", "{leader:unreplicated}:slots"]),
+        "0",
+        "released"
+    );
+
+    let err = RedisStore::from_url(&primary.url())
+        .unwrap()
+        .with_replica_ack(0, SECOND)
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid `replicas` 0"), "{err}");
+}

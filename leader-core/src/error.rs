@@ -100,6 +100,20 @@ pub enum Error {
         message: String,
     },
 
+    /// Fewer replicas than required acknowledged a grant in time; the slot was released.
+    #[error(
+        "only {acknowledged} of {required} replicas acknowledged the grant within {timeout:?}; \
+         the slot was released (replica acknowledgement is best-effort, see RedisStore::with_replica_ack)"
+    )]
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acknowledged: u32,
+        /// Replicas required.
+        required: u32,
+        /// How long the store waited.
+        timeout: Duration,
+    },
+
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
     Random(#[source] getrandom::Error),
@@ -118,7 +132,10 @@ impl Error {
     /// assert!(!mismatch.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable { .. } | Error::Timeout { .. })
+        matches!(
+            self,
+            Error::Unavailable { .. } | Error::Timeout { .. } | Error::NotReplicated { .. }
+        )
     }
 
     pub(crate) fn invalid_option(

@@ -158,29 +158,27 @@ impl Connections {
     /// reached a primary that was since demoted; the pool's idle connections are dropped
     /// too) and a connection that turns out to be closed (the server restarted, or Sentinel
     /// killed clients after a failover).
-    pub(crate) async fn eval(
+    ///
+    /// With `wait`, `WAIT replicas timeout_ms` follows the script in the same round trip,
+    /// and the replicas that acknowledged are returned with the script's reply.
+    pub(crate) async fn eval_then_wait(
         &self,
         lua: &LuaScript,
         keys: &[&str],
         args: &[&dyn ToRedisArgsDyn],
-    ) -> Result<Value, CallFailure> {
+        wait: Option<(u32, u64)>,
+    ) -> Result<(Value, Option<i64>), CallFailure> {
         let mut retried = false;
         loop {
             let (generation, mut connection, fresh) =
                 self.get().await.map_err(CallFailure::Pool)?;
-            let mut evalsha = redis::cmd("EVALSHA");
-            evalsha.arg(&lua.hash);
-            push_keys_and_args(&mut evalsha, keys, args);
-            let mut result = evalsha.query_async::<Value>(&mut connection).await;
+            let mut result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
             if matches!(&result, Err(e) if e.code() == Some("NOSCRIPT")) {
                 tracing::debug!(script = lua.name, "script cache empty; sending the source");
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(lua.source);
-                push_keys_and_args(&mut eval, keys, args);
-                result = eval.query_async::<Value>(&mut connection).await;
+                result = run(&mut connection, lua.source, keys, args, wait, "EVAL").await;
             }
             let error = match result {
-                Ok(value) => return Ok(value),
+                Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
             let read_only = error.code() == Some("READONLY");
@@ -200,6 +198,33 @@ impl Connections {
     }
 }
 
+/// One script call (`EVALSHA sha` or `EVAL source`), pipelined with `WAIT` if asked.
+async fn run(
+    connection: &mut SharedConnection,
+    script: &str,
+    keys: &[&str],
+    args: &[&dyn ToRedisArgsDyn],
+    wait: Option<(u32, u64)>,
+    command: &str,
+) -> Result<(Value, Option<i64>), RedisError> {
+    let mut call = redis::cmd(command);
+    call.arg(script).arg(keys.len()).arg(keys);
+    for arg in args {
+        arg.push_to(&mut call);
+    }
+    let Some((replicas, timeout_ms)) = wait else {
+        return Ok((call.query_async(connection).await?, None));
+    };
+    let mut pipeline = redis::pipe();
+    pipeline
+        .add_command(call)
+        .cmd("WAIT")
+        .arg(replicas)
+        .arg(timeout_ms);
+    let (reply, acknowledged): (Value, i64) = pipeline.query_async(connection).await?;
+    Ok((reply, Some(acknowledged)))
+}
+
 /// A script argument: `ToRedisArgs` made object safe for a slice of mixed types.
 pub(crate) trait ToRedisArgsDyn: Sync {
     fn push_to(&self, cmd: &mut Cmd);
@@ -208,12 +233,5 @@ pub(crate) trait ToRedisArgsDyn: Sync {
 impl<T: ToRedisArgs + Sync> ToRedisArgsDyn for T {
     fn push_to(&self, cmd: &mut Cmd) {
         cmd.arg(self);
-    }
-}
-
-fn push_keys_and_args(cmd: &mut Cmd, keys: &[&str], args: &[&dyn ToRedisArgsDyn]) {
-    cmd.arg(keys.len()).arg(keys);
-    for arg in args {
-        arg.push_to(cmd);
     }
 }

@@ -21,7 +21,6 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome,
 };
-use crate::duration::within_limit;
 use crate::{Error, LeaseToken};
 
 /// How long a store operation may take before it fails with [`Error::Timeout`], unless
@@ -58,6 +57,8 @@ struct Inner {
     connections: Connections,
     releases: ReleaseHub,
     command_timeout: Duration,
+    /// Replicas that must acknowledge a grant, and how long to wait for them.
+    replica_ack: Option<(u32, Duration)>,
     /// Redacted addresses, for `Debug` and logs.
     description: String,
 }
@@ -171,28 +172,59 @@ impl RedisStore {
                 connections: Connections::new(source),
                 releases: ReleaseHub::new(subscriber),
                 command_timeout: DEFAULT_COMMAND_TIMEOUT,
+                replica_ack: None,
                 description,
             }),
         }
     }
 
     /// How long one operation may take before it fails with [`Error::Timeout`] (and the
-    /// connection is replaced). Default: 5 s; at least 1 ms.
+    /// connection is replaced). Default: 5 s; at least 1 ms. Set it before cloning the store.
     pub fn with_command_timeout(self, timeout: Duration) -> Result<Self, Error> {
         let timeout = crate::duration::positive("command_timeout", timeout)?;
-        within_limit("command_timeout", timeout)?;
-        let inner = Arc::try_unwrap(self.inner).map_err(|_| {
+        self.reconfigured("command_timeout", timeout, |inner| {
+            inner.command_timeout = timeout
+        })
+    }
+
+    /// Require `replicas` replicas to acknowledge every grant within `timeout` (Redis `WAIT`,
+    /// sent in the same round trip as the grant). A grant that too few acknowledge is released
+    /// and the acquire fails with [`Error::NotReplicated`]. Default: off.
+    ///
+    /// This is best-effort: it narrows, but does not close, the window in which a failover
+    /// loses a grant, since an acknowledged write can still be lost by an unlucky failover.
+    /// `WAIT` holds the store's shared connection until the replicas answer, so keep the
+    /// timeout short. Set it before cloning the store.
+    pub fn with_replica_ack(self, replicas: u32, timeout: Duration) -> Result<Self, Error> {
+        if replicas == 0 {
+            return Err(Error::invalid_option(
+                "replicas",
+                replicas,
+                "must be at least 1",
+            ));
+        }
+        let timeout = crate::duration::positive("replica_ack timeout", timeout)?;
+        self.reconfigured("replica_ack", (replicas, timeout), |inner| {
+            inner.replica_ack = Some((replicas, timeout))
+        })
+    }
+
+    fn reconfigured(
+        self,
+        option: &'static str,
+        value: impl fmt::Debug,
+        change: impl FnOnce(&mut Inner),
+    ) -> Result<Self, Error> {
+        let mut inner = Arc::try_unwrap(self.inner).map_err(|_| {
             Error::invalid_option(
-                "command_timeout",
-                timeout,
+                option,
+                &value,
                 "must be set before the store is cloned or used",
             )
         })?;
+        change(&mut inner);
         Ok(RedisStore {
-            inner: Arc::new(Inner {
-                command_timeout: timeout,
-                ..inner
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -223,9 +255,27 @@ impl RedisStore {
         keys: &[&str],
         args: &[&dyn ToRedisArgsDyn],
     ) -> Result<redis::Value, Error> {
-        let call = self.inner.connections.eval(lua, keys, args);
-        match tokio::time::timeout(self.inner.command_timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
+        self.call_then_wait(operation, key, lua, keys, args, None)
+            .await
+            .map(|(value, _)| value)
+    }
+
+    /// [`call`](Self::call), with `WAIT replicas timeout` in the same round trip if given.
+    async fn call_then_wait(
+        &self,
+        operation: &'static str,
+        key: &str,
+        lua: &LuaScript,
+        keys: &[&str],
+        args: &[&dyn ToRedisArgsDyn],
+        wait: Option<(u32, Duration)>,
+    ) -> Result<(redis::Value, Option<i64>), Error> {
+        let wait = wait.map(|(replicas, timeout)| (replicas, millis(timeout)));
+        let limit = self.inner.command_timeout
+            + wait.map_or(Duration::ZERO, |(_, ms)| Duration::from_millis(ms));
+        let call = self.inner.connections.eval_then_wait(lua, keys, args, wait);
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(reply)) => Ok(reply),
             Ok(Err(CallFailure::Pool(error))) => Err(unavailable(operation, error)),
             Ok(Err(CallFailure::Redis(error))) => {
                 Err(self.classify(operation, key, keys, error).await)
@@ -236,7 +286,7 @@ impl RedisStore {
                 Err(Error::Timeout {
                     store: "redis",
                     operation,
-                    after: self.inner.command_timeout,
+                    after: limit,
                 })
             }
         }
@@ -340,16 +390,32 @@ impl LeaseStore for RedisStore {
         let keys = GroupKeys::new(request.key)?;
         let token = request.token.to_string();
         let lease = millis(request.lease_time);
-        let reply = self
-            .call(
+        let (reply, acknowledged) = self
+            .call_then_wait(
                 "acquire",
                 request.key,
                 &ACQUIRE,
                 &[&keys.slots, &keys.holders, &keys.fence],
                 &[&token, &request.holder, &lease, &request.max_leaders],
+                self.inner.replica_ack,
             )
             .await?;
-        reply::acquire(reply, request)
+        let outcome = reply::acquire(reply, request)?;
+        if let (AcquireOutcome::Granted(_), Some((required, timeout)), Some(acknowledged)) =
+            (outcome, self.inner.replica_ack, acknowledged)
+        {
+            if acknowledged < i64::from(required) {
+                self.release(request.key, request.token, Duration::ZERO)
+                    .await?;
+                let acknowledged = acknowledged.max(0) as u32;
+                return Err(Error::NotReplicated {
+                    acknowledged,
+                    required,
+                    timeout,
+                });
+            }
+        }
+        Ok(outcome)
     }
 
     async fn renew(
@@ -421,6 +487,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("server", &self.inner.description)
             .field("command_timeout", &self.inner.command_timeout)
+            .field("replica_ack", &self.inner.replica_ack)
             .finish()
     }
 }
