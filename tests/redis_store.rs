@@ -573,3 +573,41 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid `replicas` 0"), "{err}");
 }
+
+#[tokio::test]
+async fn acl_user_and_password_come_from_the_url_and_never_show() {
+    let server = RedisServer::start_with(&[
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "app",
+        "on",
+        ">s3cret-pass",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let port = server.port;
+    let store = RedisStore::connect(&format!("redis://app:s3cret-pass@127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    assert!(!format!("{store:?}").contains("s3cret-pass"), "{store:?}");
+    // Scripts and the release subscription both authenticate.
+    let held = token();
+    store.acquire(request("leader:acl", 1, held)).await.unwrap();
+    let mut watch = store.watch_releases("leader:acl").await.unwrap();
+    store
+        .release("leader:acl", held, Duration::ZERO)
+        .await
+        .unwrap();
+    timeout(5 * SECOND, watch.released())
+        .await
+        .expect("woken through an authenticated subscription");
+
+    let err = RedisStore::connect(&format!("redis://app:wrong-pass@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?} {:?}", std::error::Error::source(&err));
+    assert!(!shown.contains("wrong-pass"), "{shown}");
+}

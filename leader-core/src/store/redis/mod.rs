@@ -167,6 +167,7 @@ impl RedisStore {
     }
 
     fn new(source: ConnectionSource, subscriber: SubscriberSource, description: String) -> Self {
+        install_tls_provider();
         RedisStore {
             inner: Arc::new(Inner {
                 connections: Connections::new(source),
@@ -345,6 +346,16 @@ impl RedisStore {
         } else {
             found.join(", ")
         }
+    }
+}
+
+/// Makes ring the process's rustls provider unless the application chose one, so `rediss://`
+/// works whichever other rustls providers the dependency tree enables.
+fn install_tls_provider() {
+    #[cfg(feature = "tls")]
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

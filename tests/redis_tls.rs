@@ -1,0 +1,139 @@
+//! `RedisStore` over TLS (`rediss://`), against a `redis-server` with a certificate made by
+//! the test's own certificate authority.
+#![cfg(feature = "tls")]
+
+mod conformance;
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use leader::{LeaderElectionOptions, LeaderElector, RedisStore};
+use support::redis_server::{RedisServer, free_port};
+
+/// A CA and a server certificate for 127.0.0.1, made with `openssl`.
+fn make_certificates(dir: &Path) {
+    let run = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("san.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=leader-test-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.cnf",
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elects_over_tls_and_verifies_the_certificate() {
+    let certificates = tempfile::tempdir().unwrap();
+    make_certificates(certificates.path());
+    let file = |name: &str| certificates.path().join(name).display().to_string();
+    let tls_port = free_port();
+    let (tls_port_text, cert, key, ca) = (
+        tls_port.to_string(),
+        file("server.crt"),
+        file("server.key"),
+        file("ca.crt"),
+    );
+    let _server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port_text,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+
+    // The system's roots do not know the test's CA: refused, with a clear error.
+    let err = RedisStore::connect(&url).await.unwrap_err();
+    let chain = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(
+        err.is_transient() && chain.to_lowercase().contains("certificate"),
+        "{chain}"
+    );
+
+    // Trusting the CA explicitly, through a deadpool-redis pool of the caller's making.
+    let root_cert = Some(std::fs::read(certificates.path().join("ca.crt")).unwrap());
+    let client = redis::Client::build_with_tls(
+        url.as_str(),
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert,
+        },
+    )
+    .unwrap();
+    let manager = deadpool_redis::Manager::new(client.get_connection_info().clone()).unwrap();
+    let pool = deadpool_redis::Pool::builder(manager).build().unwrap();
+    let store = RedisStore::from_pool(pool, client);
+
+    let elector = LeaderElector::new(
+        store.clone(),
+        LeaderElectionOptions::new().lease_time(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let fence = elector
+        .run_if_leader("over-tls", |lease| async move { lease.fence() })
+        .await
+        .unwrap();
+    assert!(fence.is_elected());
+    conformance::run_all(&store, "tls").await;
+}
