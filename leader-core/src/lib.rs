@@ -27,6 +27,10 @@ mod state;
 pub mod store;
 mod token;
 
+/// The deadpool-redis (and, as `deadpool_redis::redis`, redis) version the Redis store is
+/// built on, for building its configurations and pools.
+#[cfg(feature = "redis")]
+pub use deadpool_redis;
 pub use duration::MAX_DURATION;
 pub use elector::LeaderElector;
 pub use error::{BoxError, Error};
