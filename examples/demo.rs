@@ -67,11 +67,8 @@ async fn candidate(
         .auto_extend(auto_extend)
         .holder_id(name);
     let elector = LeaderGroupElector::new(store, options)?;
-    let outcome = if wait.is_zero() {
-        "trying once".to_owned()
-    } else {
-        format!("waiting up to {wait:?}")
-    };
+    let outcome =
+        if wait.is_zero() { "trying once".to_owned() } else { format!("waiting up to {wait:?}") };
     table.row(name, "acquire", None, None, &outcome);
     let body_table = table.clone();
     let result = elector
@@ -135,13 +132,7 @@ async fn crashed_holder(table: Table, store: Arc<dyn LeaseStore>) -> Result<(), 
         return Ok(());
     };
     let outcome = "then the process dies: no release";
-    table.row(
-        "crashed",
-        "elected",
-        Some(grant.fence),
-        Some(grant.expires_in),
-        outcome,
-    );
+    table.row("crashed", "elected", Some(grant.fence), Some(grant.expires_in), outcome);
     tokio::spawn(async move {
         sleep(grant.expires_in).await;
         let outcome = "lease ran out; the slot is free again";
@@ -161,12 +152,7 @@ async fn print_state(
         .leaders
         .iter()
         .map(|slot| {
-            format!(
-                "{}#{} ({:.1}s)",
-                slot.holder,
-                slot.fence,
-                slot.expires_in.as_secs_f64()
-            )
+            format!("{}#{} ({:.1}s)", slot.holder, slot.fence, slot.expires_in.as_secs_f64())
         })
         .collect();
     let summary = format!(
@@ -215,13 +201,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(2);
         }
     };
-    println!(
-        "group `{GROUP}`: {SLOTS} slots, lease {LEASE:?}, store: {}\n",
-        store.kind()
-    );
-    let table = Table {
-        started: Instant::now(),
-    };
+    println!("group `{GROUP}`: {SLOTS} slots, lease {LEASE:?}, store: {}\n", store.kind());
+    let table = Table { started: Instant::now() };
     table.header();
 
     // Saturation: three holders fill the group; one of them will crash.

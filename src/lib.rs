@@ -4,3 +4,7 @@
 
 #[doc(inline)]
 pub use leader_core::*;
+
+#[cfg(feature = "macros")]
+#[doc(inline)]
+pub use leader_macros::{leader_election, leader_group_election};

@@ -47,9 +47,7 @@ async fn never_more_than_max_leaders_run_at_once() {
     for _ in 0..32 {
         let elector = group(
             store.clone(),
-            LeaderGroupElectionOptions::new(3)
-                .wait_time(SECOND)
-                .lease_time(10 * SECOND),
+            LeaderGroupElectionOptions::new(3).wait_time(SECOND).lease_time(10 * SECOND),
         );
         let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
         candidates.push(tokio::spawn(async move {
@@ -71,19 +69,14 @@ async fn never_more_than_max_leaders_run_at_once() {
         }));
     }
     for candidate in candidates {
-        timeout(60 * SECOND, candidate)
-            .await
-            .expect("candidates finish")
-            .unwrap();
+        timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
     }
     let (most, elected) = (most.load(SeqCst), elected.load(SeqCst));
     assert!(most <= 3, "{most} bodies ran at once in a group of 3");
     assert_eq!(most, 3, "32 candidates never filled the group");
     assert!(elected > 20, "only {elected} of 640 attempts elected");
-    let state = group(store, LeaderGroupElectionOptions::new(3))
-        .state("bounded-pool")
-        .await
-        .unwrap();
+    let state =
+        group(store, LeaderGroupElectionOptions::new(3)).state("bounded-pool").await.unwrap();
     assert!(state.is_empty(), "slots left behind: {state:?}");
 }
 
@@ -93,9 +86,7 @@ async fn zero_wait_time_makes_exactly_one_attempt() {
     crashed_holder(&store, "leader:report", 1, 60 * SECOND).await;
     let elector = LeaderElector::new(store.clone(), LeaderElectionOptions::new()).unwrap();
     let before = store.acquires();
-    let result = elector
-        .run_if_leader("report", |_| async { unreachable!("group is full") })
-        .await;
+    let result = elector.run_if_leader("report", |_| async { unreachable!("group is full") }).await;
     assert_eq!(result.unwrap(), LeaderRunResult::Skipped);
     assert_eq!(store.acquires() - before, 1, "one attempt, no retry");
     assert_eq!(store.watches(), 0, "no subscription without waiting");
@@ -104,9 +95,7 @@ async fn zero_wait_time_makes_exactly_one_attempt() {
 #[tokio::test(start_paused = true)]
 async fn a_waiter_wakes_on_release_without_polling() {
     let store = FaultyStore::new();
-    let options = LeaderElectionOptions::new()
-        .wait_time(30 * SECOND)
-        .lease_time(60 * SECOND);
+    let options = LeaderElectionOptions::new().wait_time(30 * SECOND).lease_time(60 * SECOND);
     let holder = LeaderElector::new(store.clone(), options.clone()).unwrap();
     let waiter = LeaderElector::new(store.clone(), options).unwrap();
     let started = Instant::now();
@@ -121,23 +110,10 @@ async fn a_waiter_wakes_on_release_without_polling() {
     });
     in_body_rx.await.unwrap();
     let before = store.acquires();
-    let result = waiter
-        .run_if_leader("outbox", |_| async { Instant::now() })
-        .await
-        .unwrap();
-    let LeaderRunResult::Elected(elected_at) = result else {
-        panic!("waiter skipped")
-    };
-    assert_eq!(
-        elected_at - started,
-        SECOND,
-        "elected the moment the holder released"
-    );
-    assert_eq!(
-        store.acquires() - before,
-        2,
-        "one refused attempt, one after the release"
-    );
+    let result = waiter.run_if_leader("outbox", |_| async { Instant::now() }).await.unwrap();
+    let LeaderRunResult::Elected(elected_at) = result else { panic!("waiter skipped") };
+    assert_eq!(elected_at - started, SECOND, "elected the moment the holder released");
+    assert_eq!(store.acquires() - before, 2, "one refused attempt, one after the release");
     assert!(holding.await.unwrap().unwrap().is_elected());
 }
 
@@ -146,90 +122,49 @@ async fn a_waiter_sleeps_exactly_until_the_nearest_expiry() {
     let store = FaultyStore::new();
     crashed_holder(&store, "leader:cleanup", 2, 5 * SECOND).await;
     crashed_holder(&store, "leader:cleanup", 2, 2 * SECOND).await;
-    let waiter = group(
-        store.clone(),
-        LeaderGroupElectionOptions::new(2).wait_time(30 * SECOND),
-    );
+    let waiter = group(store.clone(), LeaderGroupElectionOptions::new(2).wait_time(30 * SECOND));
     let started = Instant::now();
-    let result = waiter
-        .run_if_leader("cleanup", |_| async { Instant::now() })
-        .await
-        .unwrap();
+    let result = waiter.run_if_leader("cleanup", |_| async { Instant::now() }).await.unwrap();
     assert_eq!(result.elected().unwrap() - started, 2 * SECOND);
-    assert_eq!(
-        store.acquires(),
-        4,
-        "two crashed holders, one refused attempt, one grant"
-    );
+    assert_eq!(store.acquires(), 4, "two crashed holders, one refused attempt, one grant");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_gives_up_at_wait_time() {
     let store = FaultyStore::new();
     crashed_holder(&store, "leader:full", 1, 60 * SECOND).await;
-    let waiter = LeaderElector::new(
-        store.clone(),
-        LeaderElectionOptions::new().wait_time(3 * SECOND),
-    )
-    .unwrap();
+    let waiter =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().wait_time(3 * SECOND))
+            .unwrap();
     let started = Instant::now();
     let result = waiter.run_if_leader("full", |_| async {}).await.unwrap();
     assert_eq!(result, LeaderRunResult::Skipped);
     assert_eq!(started.elapsed(), 3 * SECOND);
-    assert_eq!(
-        store.acquires(),
-        3,
-        "crashed holder, first attempt, last attempt at the deadline"
-    );
+    assert_eq!(store.acquires(), 3, "crashed holder, first attempt, last attempt at the deadline");
 }
 
 #[tokio::test(start_paused = true)]
 async fn min_lease_time_keeps_the_slot_while_the_caller_returns_at_once() {
     let store = MemoryStore::new();
-    let options = LeaderGroupElectionOptions::new(1)
-        .lease_time(10 * SECOND)
-        .min_lease_time(5 * SECOND);
+    let options =
+        LeaderGroupElectionOptions::new(1).lease_time(10 * SECOND).min_lease_time(5 * SECOND);
     let first = group(store.clone(), options.clone());
     let second = group(store.clone(), options);
     let started = Instant::now();
-    assert!(
-        first
-            .run_if_leader("nightly", |_| async {})
-            .await
-            .unwrap()
-            .is_elected()
-    );
-    assert_eq!(
-        started.elapsed(),
-        Duration::ZERO,
-        "the caller waited for the minimum lease"
-    );
+    assert!(first.run_if_leader("nightly", |_| async {}).await.unwrap().is_elected());
+    assert_eq!(started.elapsed(), Duration::ZERO, "the caller waited for the minimum lease");
     let state = first.state("nightly").await.unwrap();
     assert!(state.is_full());
     assert!(state.leaders[0].expires_in <= 5 * SECOND, "{state:?}");
-    assert!(
-        second
-            .run_if_leader("nightly", |_| async {})
-            .await
-            .unwrap()
-            .is_skipped()
-    );
+    assert!(second.run_if_leader("nightly", |_| async {}).await.unwrap().is_skipped());
     sleep(5 * SECOND).await;
-    assert!(
-        second
-            .run_if_leader("nightly", |_| async {})
-            .await
-            .unwrap()
-            .is_elected()
-    );
+    assert!(second.run_if_leader("nightly", |_| async {}).await.unwrap().is_elected());
 }
 
 #[tokio::test(start_paused = true)]
 async fn auto_extend_keeps_a_long_body_past_the_lease() {
     let store = FaultyStore::new();
-    let options = LeaderGroupElectionOptions::new(2)
-        .lease_time(3 * SECOND)
-        .auto_extend(true);
+    let options = LeaderGroupElectionOptions::new(2).lease_time(3 * SECOND).auto_extend(true);
     let elector = group(store.clone(), options);
     let observer = group(store.clone(), LeaderGroupElectionOptions::new(2));
     let result = elector
@@ -247,52 +182,34 @@ async fn auto_extend_keeps_a_long_body_past_the_lease() {
         .unwrap();
     assert_eq!(result, LeaderRunResult::Elected(None));
     // Renewed at t = 1 s, 2 s, … 9 s; at 10 s the body ends first.
-    assert_eq!(
-        store.renewals(),
-        9,
-        "renewed every lease_time / 3 while the body ran"
-    );
+    assert_eq!(store.renewals(), 9, "renewed every lease_time / 3 while the body ran");
 }
 
 #[tokio::test(start_paused = true)]
 async fn without_auto_extend_the_loss_signal_fires_at_the_lease_end() {
-    let elector = LeaderElector::new(
-        MemoryStore::new(),
-        LeaderElectionOptions::new().lease_time(3 * SECOND),
-    )
-    .unwrap();
+    let elector =
+        LeaderElector::new(MemoryStore::new(), LeaderElectionOptions::new().lease_time(3 * SECOND))
+            .unwrap();
     let started = Instant::now();
     let result = elector
         .run_if_leader("slow", |lease| async move {
             lease.lost().await;
-            (
-                started.elapsed(),
-                lease.loss_reason(),
-                lease.loss_token().is_cancelled(),
-            )
+            (started.elapsed(), lease.loss_reason(), lease.loss_token().is_cancelled())
         })
         .await
         .unwrap();
-    assert_eq!(
-        result.elected(),
-        Some((3 * SECOND, Some(LossReason::Expired), true))
-    );
+    assert_eq!(result.elected(), Some((3 * SECOND, Some(LossReason::Expired), true)));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_renewal_fires_the_loss_signal() {
     let store = MemoryStore::new();
-    let options = LeaderElectionOptions::new()
-        .lease_time(30 * SECOND)
-        .auto_extend(true);
+    let options = LeaderElectionOptions::new().lease_time(30 * SECOND).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     let result = elector
         .run_if_leader("evicted", |lease| async move {
             // An operator frees the slot with its token; the next renewal is refused.
-            store
-                .release(lease.key(), lease.token(), Duration::ZERO)
-                .await
-                .unwrap();
+            store.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
             let freed_at = Instant::now();
             lease.lost().await;
             (freed_at.elapsed(), lease.loss_reason())
@@ -307,9 +224,7 @@ async fn a_refused_renewal_fires_the_loss_signal() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_renewal_is_retried_before_the_lease_ends() {
     let store = FaultyStore::new();
-    let options = LeaderElectionOptions::new()
-        .lease_time(9 * SECOND)
-        .auto_extend(true);
+    let options = LeaderElectionOptions::new().lease_time(9 * SECOND).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     store.fail_renewals(2);
     let result = elector
@@ -319,11 +234,7 @@ async fn a_failed_renewal_is_retried_before_the_lease_ends() {
         })
         .await
         .unwrap();
-    assert_eq!(
-        result,
-        LeaderRunResult::Elected(None),
-        "the lease survived two failed renewals"
-    );
+    assert_eq!(result, LeaderRunResult::Elected(None), "the lease survived two failed renewals");
     // t=3 fails, retried at t=6 (the cadence: half of the remaining 6 s is 3 s); t=6 fails,
     // retried at t=7.5 (half of the remaining 3 s); then every 3 s: 10.5, 13.5, 16.5, 19.5.
     assert_eq!(store.renewals(), 7);
@@ -332,9 +243,7 @@ async fn a_failed_renewal_is_retried_before_the_lease_ends() {
 #[tokio::test(start_paused = true)]
 async fn renewals_failing_until_the_deadline_lose_the_lease() {
     let store = FaultyStore::new();
-    let options = LeaderElectionOptions::new()
-        .lease_time(9 * SECOND)
-        .auto_extend(true);
+    let options = LeaderElectionOptions::new().lease_time(9 * SECOND).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     store.fail_renewals(usize::MAX);
     let started = Instant::now();
@@ -345,48 +254,34 @@ async fn renewals_failing_until_the_deadline_lose_the_lease() {
         })
         .await
         .unwrap();
-    assert_eq!(
-        result.elected(),
-        Some((9 * SECOND, Some(LossReason::Expired)))
-    );
+    assert_eq!(result.elected(), Some((9 * SECOND, Some(LossReason::Expired))));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_body_releases_its_slot_and_the_panic_propagates() {
     let store = MemoryStore::new();
-    let elector = LeaderElector::new(
-        store.clone(),
-        LeaderElectionOptions::new().lease_time(60 * SECOND),
-    )
-    .unwrap();
+    let elector =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
+            .unwrap();
     let panicking = elector.clone();
     let joined = tokio::spawn(async move {
-        panicking
-            .run_if_leader("explodes", |_| async { panic!("body blew up") })
-            .await
+        panicking.run_if_leader("explodes", |_| async { panic!("body blew up") }).await
     })
     .await;
     let panic = joined.unwrap_err().into_panic();
     assert_eq!(panic.downcast_ref::<&str>(), Some(&"body blew up"));
-    assert!(
-        elector.state("explodes").await.unwrap().is_empty(),
-        "released before propagating"
-    );
+    assert!(elector.state("explodes").await.unwrap().is_empty(), "released before propagating");
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_future_releases_the_slot() {
     let store = MemoryStore::new();
-    let elector = LeaderElector::new(
-        store.clone(),
-        LeaderElectionOptions::new().lease_time(60 * SECOND),
-    )
-    .unwrap();
+    let elector =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
+            .unwrap();
     let running = elector.clone();
     let task = tokio::spawn(async move {
-        running
-            .run_if_leader("abandoned", |_| std::future::pending::<()>())
-            .await
+        running.run_if_leader("abandoned", |_| std::future::pending::<()>()).await
     });
     eventually(SECOND, "the body holds the slot", || async {
         elector.state("abandoned").await.unwrap().is_full()
@@ -398,48 +293,29 @@ async fn dropping_the_future_releases_the_slot() {
         elector.state("abandoned").await.unwrap().is_empty()
     })
     .await;
-    assert!(
-        started.elapsed() < SECOND,
-        "freed by release, not by expiry"
-    );
+    assert!(started.elapsed() < SECOND, "freed by release, not by expiry");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_acquire_reply_is_an_error_and_the_slot_is_released() {
     let store = FaultyStore::new();
-    let elector = LeaderElector::new(
-        store.clone(),
-        LeaderElectionOptions::new().lease_time(60 * SECOND),
-    )
-    .unwrap();
+    let elector =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
+            .unwrap();
     store.lose_acquire_replies(1);
-    let err = elector
-        .run_if_leader("lossy", |_| async {})
-        .await
-        .unwrap_err();
+    let err = elector.run_if_leader("lossy", |_| async {}).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
-    eventually(
-        SECOND,
-        "the granted-but-unreported slot is released",
-        || async { elector.state("lossy").await.unwrap().is_empty() },
-    )
+    eventually(SECOND, "the granted-but-unreported slot is released", || async {
+        elector.state("lossy").await.unwrap().is_empty()
+    })
     .await;
-    assert!(
-        elector
-            .run_if_leader("lossy", |_| async {})
-            .await
-            .unwrap()
-            .is_elected()
-    );
+    assert!(elector.run_if_leader("lossy", |_| async {}).await.unwrap().is_elected());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fences_strictly_increase_in_grant_order() {
     let store = MemoryStore::new();
-    let elector = group(
-        store.clone(),
-        LeaderGroupElectionOptions::new(3).wait_time(10 * SECOND),
-    );
+    let elector = group(store.clone(), LeaderGroupElectionOptions::new(3).wait_time(10 * SECOND));
     let mut sequential = Vec::new();
     for _ in 0..5 {
         sequential.push(
@@ -477,15 +353,10 @@ async fn fences_strictly_increase_in_grant_order() {
 #[tokio::test(start_paused = true)]
 async fn a_different_max_leaders_while_slots_are_held_is_an_error() {
     let store = MemoryStore::new();
-    let three = group(
-        store.clone(),
-        LeaderGroupElectionOptions::new(3).lease_time(60 * SECOND),
-    );
+    let three = group(store.clone(), LeaderGroupElectionOptions::new(3).lease_time(60 * SECOND));
     let five = group(store.clone(), LeaderGroupElectionOptions::new(5));
     let result = three
-        .run_if_leader("workers", |_| async {
-            five.run_if_leader("workers", |_| async {}).await
-        })
+        .run_if_leader("workers", |_| async { five.run_if_leader("workers", |_| async {}).await })
         .await
         .unwrap();
     let err = result.elected().unwrap().unwrap_err();
@@ -499,9 +370,7 @@ async fn a_different_max_leaders_while_slots_are_held_is_an_error() {
 #[tokio::test(start_paused = true)]
 async fn state_counts_slots() {
     let store = MemoryStore::new();
-    let options = LeaderGroupElectionOptions::new(3)
-        .lease_time(60 * SECOND)
-        .holder_id("worker-a");
+    let options = LeaderGroupElectionOptions::new(3).lease_time(60 * SECOND).holder_id("worker-a");
     let elector = group(store.clone(), options);
     crashed_holder(&store, "leader:pool", 3, 60 * SECOND).await;
     let state = elector
@@ -510,14 +379,7 @@ async fn state_counts_slots() {
         .unwrap()
         .elected()
         .unwrap();
-    assert_eq!(
-        (
-            state.max_leaders,
-            state.active_count,
-            state.available_slots()
-        ),
-        (3, 2, 1)
-    );
+    assert_eq!((state.max_leaders, state.active_count, state.available_slots()), (3, 2, 1));
     assert!(!state.is_full() && !state.is_empty());
     let holders: Vec<_> = state.leaders.iter().map(|s| s.holder.as_str()).collect();
     assert_eq!(holders, ["crashed", "worker-a"]);
@@ -526,11 +388,9 @@ async fn state_counts_slots() {
 
 #[tokio::test(start_paused = true)]
 async fn lease_current_is_set_only_inside_the_body() {
-    let elector = LeaderElector::new(
-        MemoryStore::new(),
-        LeaderElectionOptions::new().holder_id("me"),
-    )
-    .unwrap();
+    let elector =
+        LeaderElector::new(MemoryStore::new(), LeaderElectionOptions::new().holder_id("me"))
+            .unwrap();
     assert!(Lease::current().is_none());
     let seen = elector
         .run_if_leader("ctx", |lease| async move {
@@ -560,18 +420,10 @@ async fn invalid_names_are_errors_not_skips() {
 #[test]
 fn bad_options_fail_at_construction() {
     let cases: Vec<(LeaderGroupElectionOptions, &str)> = vec![
+        (LeaderGroupElectionOptions::new(0), "invalid `max_leaders` 0"),
+        (LeaderGroupElectionOptions::new(2).lease_time(Duration::ZERO), "invalid `lease_time` 0ns"),
         (
-            LeaderGroupElectionOptions::new(0),
-            "invalid `max_leaders` 0",
-        ),
-        (
-            LeaderGroupElectionOptions::new(2).lease_time(Duration::ZERO),
-            "invalid `lease_time` 0ns",
-        ),
-        (
-            LeaderGroupElectionOptions::new(2)
-                .lease_time(SECOND)
-                .min_lease_time(2 * SECOND),
+            LeaderGroupElectionOptions::new(2).lease_time(SECOND).min_lease_time(2 * SECOND),
             "invalid `min_lease_time` 2s: must be at most lease_time (1s)",
         ),
         (
@@ -581,26 +433,15 @@ fn bad_options_fail_at_construction() {
                 .auto_extend_interval(SECOND),
             "invalid `auto_extend_interval` 1s",
         ),
-        (
-            LeaderGroupElectionOptions::new(2).wait_time(Duration::MAX),
-            "invalid `wait_time`",
-        ),
-        (
-            LeaderGroupElectionOptions::new(2).holder_id("a\tb"),
-            "invalid `holder_id`",
-        ),
+        (LeaderGroupElectionOptions::new(2).wait_time(Duration::MAX), "invalid `wait_time`"),
+        (LeaderGroupElectionOptions::new(2).holder_id("a\tb"), "invalid `holder_id`"),
         (
             LeaderGroupElectionOptions::new(2).keys(leader::KeyOptions::new().format("static")),
             "invalid `format` \"static\"",
         ),
     ];
     for (options, expected) in cases {
-        let err = LeaderGroupElector::new(MemoryStore::new(), options)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(expected),
-            "{err:?} does not start with {expected:?}"
-        );
+        let err = LeaderGroupElector::new(MemoryStore::new(), options).unwrap_err().to_string();
+        assert!(err.starts_with(expected), "{err:?} does not start with {expected:?}");
     }
 }

@@ -48,42 +48,35 @@ async fn groups_on_every_primary_follow_the_rules() {
         let result = first
             .run_if_leader(name, |_| async {
                 second
-                    .run_if_leader(name, |_| async {
-                        assert_eq!(
-                            owner.cli(&["ZCARD", &key]),
-                            "2",
-                            "{name} lives on its own node"
-                        );
-                        let state = first.state(name).await.unwrap();
-                        assert!(state.is_full(), "{state:?}");
-                        // A waiter on another node's subscription is woken by this release.
-                        let waiting = tokio::spawn({
-                            let (third, name) = (third.clone(), name.clone());
-                            async move {
-                                third
-                                    .run_if_leader(&name, |_| async { Instant::now() })
-                                    .await
-                            }
-                        });
-                        sleep(Duration::from_millis(200)).await;
-                        waiting
-                    })
-                    .await
-                    .unwrap()
-                    .elected()
-                    .unwrap()
+                        .run_if_leader(name, |_| async {
+                            assert_eq!(
+                                owner.cli(&["ZCARD", &key]),
+                                "2",
+                                "{name} lives on its own node"
+                            );
+                            let state = first.state(name).await.unwrap();
+                            assert!(state.is_full(), "{state:?}");
+                            // A waiter on another node's subscription is woken by this release.
+                            let waiting = tokio::spawn({
+                                let (third, name) = (third.clone(), name.clone());
+                                async move {
+                                    third.run_if_leader(&name, |_| async { Instant::now() }).await
+                                }
+                            });
+                            sleep(Duration::from_millis(200)).await;
+                            waiting
+                        })
+                        .await
+                        .unwrap()
+                        .elected()
+                        .unwrap()
             })
             .await
             .unwrap()
             .elected()
             .unwrap();
         let released_at = Instant::now();
-        let elected_at = result
-            .await
-            .unwrap()
-            .unwrap()
-            .elected()
-            .expect("the waiter got a slot");
+        let elected_at = result.await.unwrap().unwrap().elected().expect("the waiter got a slot");
         assert!(
             elected_at.saturating_duration_since(released_at) < Duration::from_secs(5),
             "woken by the release, not by expiry 30 s later"

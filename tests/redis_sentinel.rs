@@ -30,23 +30,14 @@ async fn a_failover_while_a_leader_holds_its_slot() {
             // Fail over under the holder. Renewals that reach the old primary before it is
             // demoted are lost with it; a lease longer than the failover outlives that.
             let failing_over = set_up.clone();
-            tokio::task::spawn_blocking(move || failing_over.fail_over())
-                .await
-                .unwrap();
+            tokio::task::spawn_blocking(move || failing_over.fail_over()).await.unwrap();
             let promoted_expiry =
-                set_up
-                    .replica
-                    .cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
+                set_up.replica.cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
             // Renewals now reach the new primary: its copy of the slot moves forward.
             tokio::time::sleep(Duration::from_secs(3)).await;
             let renewed_expiry =
-                set_up
-                    .replica
-                    .cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
-            assert_ne!(
-                promoted_expiry, renewed_expiry,
-                "renewals did not reach the new primary"
-            );
+                set_up.replica.cli(&["ZRANGE", "{leader:failover}:slots", "0", "-1", "WITHSCORES"]);
+            assert_ne!(promoted_expiry, renewed_expiry, "renewals did not reach the new primary");
             let rival_result = rival.run_if_leader("failover", |_| async {}).await.unwrap();
             let held = set_up.replica.cli(&["ZCARD", "{leader:failover}:slots"]);
             (lease.loss_reason(), rival_result.is_skipped(), held)
@@ -63,9 +54,7 @@ async fn a_failover_while_a_leader_holds_its_slot() {
         "0",
         "released on the new primary"
     );
-    let after = holder
-        .run_if_leader("failover", |lease| async move { lease.fence() })
-        .await
-        .unwrap();
+    let after =
+        holder.run_if_leader("failover", |lease| async move { lease.fence() }).await.unwrap();
     assert!(after.is_elected());
 }

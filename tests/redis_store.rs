@@ -34,13 +34,7 @@ use tokio::time::{Instant, sleep, timeout};
 const SECOND: Duration = Duration::from_secs(1);
 
 fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest {
-        key,
-        max_leaders,
-        token,
-        holder: "redis-test",
-        lease_time: 10 * SECOND,
-    }
+    AcquireRequest { key, max_leaders, token, holder: "redis-test", lease_time: 10 * SECOND }
 }
 
 fn token() -> LeaseToken {
@@ -54,12 +48,7 @@ fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
         .lines()
         .filter_map(|line| {
             let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
+            let calls = stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
             Some((name.to_owned(), calls))
         })
         .collect()
@@ -115,10 +104,7 @@ async fn every_operation_is_one_round_trip() {
     store.acquire(request(key, 1, held)).await.unwrap();
     store.renew(key, held, 10 * SECOND).await.unwrap();
     store.state(key).await.unwrap();
-    store
-        .release("leader:elsewhere", held, Duration::ZERO)
-        .await
-        .unwrap();
+    store.release("leader:elsewhere", held, Duration::ZERO).await.unwrap();
 
     let (outcome, sent) = round_trips(&server, store.acquire(request(key, 1, held))).await;
     assert!(matches!(outcome.unwrap(), AcquireOutcome::Granted(_)));
@@ -149,21 +135,11 @@ async fn script_flush_mid_run_reloads_the_scripts() {
     assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), "OK");
     let (outcome, sent) = round_trips(&server, store.renew(key, held, 10 * SECOND)).await;
     assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
-    assert_eq!(
-        sent,
-        HashMap::from([("evalsha".to_owned(), 1), ("eval".to_owned(), 1)])
-    );
+    assert_eq!(sent, HashMap::from([("evalsha".to_owned(), 1), ("eval".to_owned(), 1)]));
     let (outcome, sent) = round_trips(&server, store.renew(key, held, 10 * SECOND)).await;
     assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
-    assert_eq!(
-        sent,
-        HashMap::from([("evalsha".to_owned(), 1)]),
-        "cached again after EVAL"
-    );
-    assert_eq!(
-        store.release(key, held, Duration::ZERO).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    assert_eq!(sent, HashMap::from([("evalsha".to_owned(), 1)]), "cached again after EVAL");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
 }
 
 #[tokio::test]
@@ -180,33 +156,14 @@ async fn a_key_of_another_type_is_reported_and_left_alone() {
         let err = store.acquire(request(key, 1, token())).await.unwrap_err();
         assert!(matches!(err, Error::WrongType { .. }), "{key}: {err:?}");
         let message = err.to_string();
-        assert!(
-            message.contains(offending) && message.contains(key),
-            "{message}"
-        );
+        assert!(message.contains(offending) && message.contains(key), "{message}");
         assert!(!err.is_transient());
     }
-    assert_eq!(
-        server.cli(&["GET", "{leader:taken}:slots"]),
-        "someone else's"
-    );
-    assert_eq!(
-        server.cli(&["LRANGE", "{leader:listed}:holders", "0", "-1"]),
-        "x"
-    );
-    assert_eq!(
-        server.cli(&["GET", "{leader:texted}:fence"]),
-        "not a number"
-    );
-    assert_eq!(
-        server.cli(&["KEYS", "*"]).lines().count(),
-        3,
-        "nothing was written"
-    );
-    let err = store
-        .renew("leader:taken", token(), SECOND)
-        .await
-        .unwrap_err();
+    assert_eq!(server.cli(&["GET", "{leader:taken}:slots"]), "someone else's");
+    assert_eq!(server.cli(&["LRANGE", "{leader:listed}:holders", "0", "-1"]), "x");
+    assert_eq!(server.cli(&["GET", "{leader:texted}:fence"]), "not a number");
+    assert_eq!(server.cli(&["KEYS", "*"]).lines().count(), 3, "nothing was written");
+    let err = store.renew("leader:taken", token(), SECOND).await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     let err = store.state("leader:listed").await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
@@ -239,33 +196,19 @@ async fn an_acquire_whose_reply_was_lost_is_granted_again_to_the_retry() {
     let store = RedisStore::connect(&proxy.url()).await.unwrap();
     let key = "leader:lossy";
     let retried = token();
-    store
-        .acquire(request("leader:warm-up", 1, token()))
-        .await
-        .unwrap(); // script cached
+    store.acquire(request("leader:warm-up", 1, token())).await.unwrap(); // script cached
     proxy.drop_replies(true);
     let err = store.acquire(request(key, 2, retried)).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     proxy.drop_replies(false);
-    assert_eq!(
-        server.cli(&["ZCARD", "{leader:lossy}:slots"]),
-        "1",
-        "the script ran"
-    );
-    let first_fence: u64 = server
-        .cli(&["GET", "{leader:lossy}:fence"])
-        .parse()
-        .unwrap();
+    assert_eq!(server.cli(&["ZCARD", "{leader:lossy}:slots"]), "1", "the script ran");
+    let first_fence: u64 = server.cli(&["GET", "{leader:lossy}:fence"]).parse().unwrap();
     let AcquireOutcome::Granted(grant) = store.acquire(request(key, 2, retried)).await.unwrap()
     else {
         panic!("the retry was refused");
     };
     assert_eq!(grant.fence, first_fence, "the retry got the same grant");
-    assert_eq!(
-        store.state(key).await.unwrap().slots.len(),
-        1,
-        "no second slot"
-    );
+    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "no second slot");
 }
 
 #[tokio::test]
@@ -275,30 +218,15 @@ async fn an_elector_releases_a_slot_whose_grant_reply_was_lost() {
     let store = RedisStore::connect(&proxy.url()).await.unwrap();
     let elector =
         LeaderElector::new(store, LeaderElectionOptions::new().lease_time(60 * SECOND)).unwrap();
-    assert!(
-        elector
-            .run_if_leader("warm-up", |_| async {})
-            .await
-            .unwrap()
-            .is_elected()
-    );
+    assert!(elector.run_if_leader("warm-up", |_| async {}).await.unwrap().is_elected());
     proxy.drop_replies(true);
-    let err = elector
-        .run_if_leader("lossy-elector", |_| async {})
-        .await
-        .unwrap_err();
+    let err = elector.run_if_leader("lossy-elector", |_| async {}).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     proxy.drop_replies(false);
-    assert_ne!(
-        server.cli(&["GET", "{leader:lossy-elector}:fence"]),
-        "",
-        "the grant was made"
-    );
-    support::eventually(
-        5 * SECOND,
-        "the background release frees the slot",
-        || async { server.cli(&["ZCARD", "{leader:lossy-elector}:slots"]) == "0" },
-    )
+    assert_ne!(server.cli(&["GET", "{leader:lossy-elector}:fence"]), "", "the grant was made");
+    support::eventually(5 * SECOND, "the background release frees the slot", || async {
+        server.cli(&["ZCARD", "{leader:lossy-elector}:slots"]) == "0"
+    })
     .await;
 }
 
@@ -312,9 +240,8 @@ async fn many_candidates_on_many_connections_never_exceed_max_leaders() {
     for _ in 0..6 {
         let store = RedisStore::connect(&server.url()).await.unwrap(); // a connection each
         for _ in 0..6 {
-            let options = LeaderGroupElectionOptions::new(3)
-                .wait_time(2 * SECOND)
-                .lease_time(30 * SECOND);
+            let options =
+                LeaderGroupElectionOptions::new(3).wait_time(2 * SECOND).lease_time(30 * SECOND);
             let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
             let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
             candidates.push(tokio::spawn(async move {
@@ -336,24 +263,13 @@ async fn many_candidates_on_many_connections_never_exceed_max_leaders() {
         }
     }
     for candidate in candidates {
-        timeout(60 * SECOND, candidate)
-            .await
-            .expect("candidates finish")
-            .unwrap();
+        timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
     }
     let most = most.load(SeqCst);
     assert!(most <= 3, "{most} holders at once in a group of 3");
     assert_eq!(most, 3, "36 candidates never filled the group");
-    assert!(
-        elected.load(SeqCst) > 30,
-        "only {} elections",
-        elected.load(SeqCst)
-    );
-    assert_eq!(
-        server.cli(&["ZCARD", "{leader:shared-pool}:slots"]),
-        "0",
-        "slots left behind"
-    );
+    assert!(elected.load(SeqCst) > 30, "only {} elections", elected.load(SeqCst));
+    assert_eq!(server.cli(&["ZCARD", "{leader:shared-pool}:slots"]), "0", "slots left behind");
 }
 
 #[tokio::test]
@@ -363,9 +279,7 @@ async fn a_release_in_one_process_wakes_a_waiter_in_another() {
         RedisStore::connect(&server.url()).await.unwrap(),
         RedisStore::connect(&server.url()).await.unwrap(),
     );
-    let options = LeaderElectionOptions::new()
-        .lease_time(60 * SECOND)
-        .wait_time(20 * SECOND);
+    let options = LeaderElectionOptions::new().lease_time(60 * SECOND).wait_time(20 * SECOND);
     let holder = LeaderElector::new(holder_store, options.clone()).unwrap();
     let waiter = LeaderElector::new(waiter_store, options).unwrap();
     let (in_body_tx, in_body_rx) = tokio::sync::oneshot::channel();
@@ -379,10 +293,7 @@ async fn a_release_in_one_process_wakes_a_waiter_in_another() {
             .await
     });
     in_body_rx.await.unwrap();
-    let result = waiter
-        .run_if_leader("handover", |_| async { Instant::now() })
-        .await
-        .unwrap();
+    let result = waiter.run_if_leader("handover", |_| async { Instant::now() }).await.unwrap();
     let elected_at = result.elected().expect("the waiter was elected");
     let released_at = holding.await.unwrap().unwrap().elected().unwrap();
     let gap = elected_at.saturating_duration_since(released_at);
@@ -393,21 +304,15 @@ async fn a_release_in_one_process_wakes_a_waiter_in_another() {
 #[tokio::test]
 async fn auto_extend_and_loss_work_on_redis() {
     let (store, _server) = standalone().await;
-    let options = LeaderElectionOptions::new()
-        .lease_time(Duration::from_millis(600))
-        .auto_extend(true);
+    let options =
+        LeaderElectionOptions::new().lease_time(Duration::from_millis(600)).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     let result = elector
         .run_if_leader("extended", |lease| async move {
             sleep(Duration::from_millis(1_500)).await;
             let survived = !lease.is_lost();
-            store
-                .release(lease.key(), lease.token(), Duration::ZERO)
-                .await
-                .unwrap();
-            timeout(5 * SECOND, lease.lost())
-                .await
-                .expect("loss noticed at the next renewal");
+            store.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
+            timeout(5 * SECOND, lease.lost()).await.expect("loss noticed at the next renewal");
             (survived, lease.loss_reason())
         })
         .await
@@ -417,46 +322,28 @@ async fn auto_extend_and_loss_work_on_redis() {
 
 #[tokio::test]
 async fn bad_urls_and_unreachable_servers_are_clear_errors() {
-    let err = RedisStore::connect("http://user:hunter2@localhost")
-        .await
-        .unwrap_err();
+    let err = RedisStore::connect("http://user:hunter2@localhost").await.unwrap_err();
     let message = err.to_string();
     assert!(message.starts_with("invalid `url`"), "{message}");
     assert!(!message.contains("hunter2"), "password leaked: {message}");
 
     let port = support::redis_server::free_port();
-    let err = RedisStore::connect(&format!("redis://app:hunter2@127.0.0.1:{port}"))
-        .await
-        .unwrap_err();
+    let err =
+        RedisStore::connect(&format!("redis://app:hunter2@127.0.0.1:{port}")).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert!(!format!("{err} {err:?}").contains("hunter2"));
 
     let store = RedisStore::from_url(&format!("redis://app:hunter2@127.0.0.1:{port}/0")).unwrap();
     let shown = format!("{store:?}");
-    assert!(
-        shown.contains("app:***@127.0.0.1") && !shown.contains("hunter2"),
-        "{shown}"
-    );
+    assert!(shown.contains("app:***@127.0.0.1") && !shown.contains("hunter2"), "{shown}");
     let err = store.state("leader:x").await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Unavailable {
-                operation: "state",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Unavailable { operation: "state", .. }), "{err:?}");
 }
 
 #[tokio::test]
 async fn keys_with_braces_are_refused() {
     let (store, _server) = standalone().await;
-    let err = store
-        .acquire(request("leader:{tagged}", 1, token()))
-        .await
-        .unwrap_err();
+    let err = store.acquire(request("leader:{tagged}", 1, token())).await.unwrap_err();
     assert!(matches!(err, Error::InvalidKey { .. }), "{err:?}");
     assert!(err.to_string().contains("hash tag"), "{err}");
 }
@@ -470,20 +357,8 @@ async fn a_paused_server_times_out_and_the_store_recovers() {
         .unwrap();
     store.state("leader:paused").await.unwrap();
     server.pause();
-    let err = store
-        .acquire(request("leader:paused", 1, token()))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Timeout {
-                operation: "acquire",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let err = store.acquire(request("leader:paused", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { operation: "acquire", .. }), "{err:?}");
     server.resume();
     support::eventually(5 * SECOND, "the store answers again", || async {
         store.state("leader:paused").await.is_ok()
@@ -495,30 +370,19 @@ async fn a_paused_server_times_out_and_the_store_recovers() {
 async fn a_server_demoted_to_replica_gives_transient_errors_not_a_stuck_store() {
     let (store, server) = standalone().await;
     let other = RedisServer::start();
-    store
-        .acquire(request("leader:demoted", 1, token()))
-        .await
-        .unwrap();
+    store.acquire(request("leader:demoted", 1, token())).await.unwrap();
     server.cli(&["REPLICAOF", "127.0.0.1", &other.port.to_string()]);
     support::eventually(5 * SECOND, "the server is a read-only replica", || async {
         server.cli(&["ROLE"]).starts_with("slave")
     })
     .await;
-    let err = store
-        .acquire(request("leader:demoted-2", 1, token()))
-        .await
-        .unwrap_err();
+    let err = store.acquire(request("leader:demoted-2", 1, token())).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
-    let source = std::error::Error::source(&err)
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let source = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
     assert!(source.to_lowercase().contains("read only"), "{source}");
     // Promoted again, the same store carries on without a restart.
     server.cli(&["REPLICAOF", "NO", "ONE"]);
-    let outcome = store
-        .acquire(request("leader:demoted-2", 1, token()))
-        .await
-        .unwrap();
+    let outcome = store.acquire(request("leader:demoted-2", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
 }
 
@@ -527,50 +391,26 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
     let primary = RedisServer::start();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
     support::eventually(10 * SECOND, "the replica syncs", || async {
-        replica
-            .cli(&["INFO", "replication"])
-            .contains("master_link_status:up")
+        replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
     })
     .await;
     let store = RedisStore::from_url(&primary.url())
         .unwrap()
         .with_replica_ack(1, Duration::from_millis(300))
         .unwrap();
-    let outcome = store
-        .acquire(request("leader:replicated", 1, token()))
-        .await
-        .unwrap();
+    let outcome = store.acquire(request("leader:replicated", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
     assert_eq!(replica.cli(&["ZCARD", "{leader:replicated}:slots"]), "1");
 
     replica.pause();
-    let err = store
-        .acquire(request("leader:unreplicated", 1, token()))
-        .await
-        .unwrap_err();
+    let err = store.acquire(request("leader:unreplicated", 1, token())).await.unwrap_err();
     replica.resume();
-    assert!(
-        matches!(
-            err,
-            Error::NotReplicated {
-                acknowledged: 0,
-                required: 1,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, .. }), "{err:?}");
     assert!(err.is_transient());
-    assert_eq!(
-        primary.cli(&["ZCARD", "{leader:unreplicated}:slots"]),
-        "0",
-        "released"
-    );
+    assert_eq!(primary.cli(&["ZCARD", "{leader:unreplicated}:slots"]), "0", "released");
 
-    let err = RedisStore::from_url(&primary.url())
-        .unwrap()
-        .with_replica_ack(0, SECOND)
-        .unwrap_err();
+    let err =
+        RedisStore::from_url(&primary.url()).unwrap().with_replica_ack(0, SECOND).unwrap_err();
     assert!(err.to_string().starts_with("invalid `replicas` 0"), "{err}");
 }
 
@@ -589,25 +429,20 @@ async fn acl_user_and_password_come_from_the_url_and_never_show() {
         "+@all",
     ]);
     let port = server.port;
-    let store = RedisStore::connect(&format!("redis://app:s3cret-pass@127.0.0.1:{port}"))
-        .await
-        .unwrap();
+    let store =
+        RedisStore::connect(&format!("redis://app:s3cret-pass@127.0.0.1:{port}")).await.unwrap();
     assert!(!format!("{store:?}").contains("s3cret-pass"), "{store:?}");
     // Scripts and the release subscription both authenticate.
     let held = token();
     store.acquire(request("leader:acl", 1, held)).await.unwrap();
     let mut watch = store.watch_releases("leader:acl").await.unwrap();
-    store
-        .release("leader:acl", held, Duration::ZERO)
-        .await
-        .unwrap();
+    store.release("leader:acl", held, Duration::ZERO).await.unwrap();
     timeout(5 * SECOND, watch.released())
         .await
         .expect("woken through an authenticated subscription");
 
-    let err = RedisStore::connect(&format!("redis://app:wrong-pass@127.0.0.1:{port}"))
-        .await
-        .unwrap_err();
+    let err =
+        RedisStore::connect(&format!("redis://app:wrong-pass@127.0.0.1:{port}")).await.unwrap_err();
     let shown = format!("{err} {err:?} {:?}", std::error::Error::source(&err));
     assert!(!shown.contains("wrong-pass"), "{shown}");
 }

@@ -15,22 +15,14 @@ use support::redis_server::{RedisServer, free_port};
 /// A CA and a server certificate for 127.0.0.1, made with `openssl`.
 fn make_certificates(dir: &Path) {
     let run = |args: &[&str]| {
-        let output = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
+        let output = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
         assert!(
             output.status.success(),
             "openssl {args:?}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     };
-    std::fs::write(
-        dir.join("san.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
     run(&[
         "req",
         "-x509",
@@ -83,12 +75,8 @@ async fn elects_over_tls_and_verifies_the_certificate() {
     make_certificates(certificates.path());
     let file = |name: &str| certificates.path().join(name).display().to_string();
     let tls_port = free_port();
-    let (tls_port_text, cert, key, ca) = (
-        tls_port.to_string(),
-        file("server.crt"),
-        file("server.key"),
-        file("ca.crt"),
-    );
+    let (tls_port_text, cert, key, ca) =
+        (tls_port.to_string(), file("server.crt"), file("server.key"), file("ca.crt"));
     let _server = RedisServer::start_with(&[
         "--tls-port",
         &tls_port_text,
@@ -106,19 +94,13 @@ async fn elects_over_tls_and_verifies_the_certificate() {
     // The system's roots do not know the test's CA: refused, with a clear error.
     let err = RedisStore::connect(&url).await.unwrap_err();
     let chain = format!("{err}: {:?}", std::error::Error::source(&err));
-    assert!(
-        err.is_transient() && chain.to_lowercase().contains("certificate"),
-        "{chain}"
-    );
+    assert!(err.is_transient() && chain.to_lowercase().contains("certificate"), "{chain}");
 
     // Trusting the CA explicitly, through a deadpool-redis pool of the caller's making.
     let root_cert = Some(std::fs::read(certificates.path().join("ca.crt")).unwrap());
     let client = redis::Client::build_with_tls(
         url.as_str(),
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert,
-        },
+        redis::TlsCertificates { client_tls: None, root_cert },
     )
     .unwrap();
     let manager = deadpool_redis::Manager::new(client.get_connection_info().clone()).unwrap();
@@ -130,10 +112,8 @@ async fn elects_over_tls_and_verifies_the_certificate() {
         LeaderElectionOptions::new().lease_time(Duration::from_secs(5)),
     )
     .unwrap();
-    let fence = elector
-        .run_if_leader("over-tls", |lease| async move { lease.fence() })
-        .await
-        .unwrap();
+    let fence =
+        elector.run_if_leader("over-tls", |lease| async move { lease.fence() }).await.unwrap();
     assert!(fence.is_elected());
     conformance::run_all(&store, "tls").await;
 }

@@ -23,11 +23,8 @@ pub(crate) async fn acquire_slot(
     guard: &mut SlotGuard,
 ) -> Result<Option<(Grant, Instant)>, Error> {
     let deadline = Instant::now() + wait_time;
-    let mut releases = if wait_time.is_zero() {
-        None
-    } else {
-        Some(store.watch_releases(request.key).await?)
-    };
+    let mut releases =
+        if wait_time.is_zero() { None } else { Some(store.watch_releases(request.key).await?) };
     loop {
         let sent_at = Instant::now();
         guard.set_armed(true);

@@ -34,9 +34,7 @@ impl LeaderElector {
         options: LeaderElectionOptions,
     ) -> Result<Self, Error> {
         let options = LeaderGroupElectionOptions::from_election(1, options);
-        Ok(LeaderElector {
-            group: LeaderGroupElector::new(store, options)?,
-        })
+        Ok(LeaderElector { group: LeaderGroupElector::new(store, options)? })
     }
 
     /// This candidate's holder id.

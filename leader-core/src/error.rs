@@ -114,6 +114,13 @@ pub enum Error {
         timeout: Duration,
     },
 
+    /// A macro-wrapped function was called with no `store = …` and no process-wide default.
+    #[error(
+        "no lease store: pass `store = <expr>` to the macro, or install a process-wide default \
+         at start-up with `leader::install_default_store(store)`"
+    )]
+    NoDefaultStore,
+
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
     Random(#[source] getrandom::Error),
@@ -138,15 +145,26 @@ impl Error {
         )
     }
 
+    /// Whether the store failed (unreachable, slow, wrong data, a script error, too few
+    /// replicas), as opposed to a mistake in the caller's options, names or set-up.
+    ///
+    /// This is what the macros' `on_store_error = "skip"` turns into `Skipped`.
+    pub fn is_store_failure(&self) -> bool {
+        matches!(
+            self,
+            Error::Unavailable { .. }
+                | Error::Timeout { .. }
+                | Error::WrongType { .. }
+                | Error::Store { .. }
+                | Error::NotReplicated { .. }
+        )
+    }
+
     pub(crate) fn invalid_option(
         option: &'static str,
         value: impl std::fmt::Debug,
         allowed: impl Into<String>,
     ) -> Self {
-        Error::InvalidOption {
-            option,
-            value: format!("{value:?}"),
-            allowed: allowed.into(),
-        }
+        Error::InvalidOption { option, value: format!("{value:?}"), allowed: allowed.into() }
     }
 }

@@ -61,11 +61,17 @@ impl LeaderGroupElector {
         store: impl LeaseStore + 'static,
         options: LeaderGroupElectionOptions,
     ) -> Result<Self, Error> {
+        Self::from_shared_store(Arc::new(store), options)
+    }
+
+    /// An elector over a store already shared as `Arc<dyn LeaseStore>` (such as the
+    /// process-wide [`default_store`](crate::default_store)), after checking every option.
+    pub fn from_shared_store(
+        store: Arc<dyn LeaseStore>,
+        options: LeaderGroupElectionOptions,
+    ) -> Result<Self, Error> {
         let settings = options.validate()?;
-        Ok(LeaderGroupElector {
-            store: Arc::new(store),
-            settings: Arc::new(settings),
-        })
+        Ok(LeaderGroupElector { store, settings: Arc::new(settings) })
     }
 
     /// How many slots each group has.
@@ -104,12 +110,8 @@ impl LeaderGroupElector {
         let settings = &*self.settings;
         let key = settings.keys.resolve(name)?;
         let token = LeaseToken::generate()?;
-        let mut guard = SlotGuard::new(
-            self.store.clone(),
-            key.clone(),
-            token,
-            settings.min_lease_time,
-        );
+        let mut guard =
+            SlotGuard::new(self.store.clone(), key.clone(), token, settings.min_lease_time);
         let request = AcquireRequest {
             key: &key,
             max_leaders: settings.max_leaders,
@@ -122,14 +124,7 @@ impl LeaderGroupElector {
             tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
             return Ok(LeaderRunResult::Skipped);
         };
-        let lease = Lease::new(
-            name,
-            &key,
-            token,
-            settings.holder_id.clone(),
-            grant,
-            sent_at,
-        );
+        let lease = Lease::new(name, &key, token, settings.holder_id.clone(), grant, sent_at);
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
 
         // Renewal runs as a task of its own, so a body that hogs its thread cannot starve it
@@ -140,9 +135,8 @@ impl LeaderGroupElector {
             settings.lease_time,
             settings.extend_every,
         )));
-        let outcome = AssertUnwindSafe(lease.clone().scope(body(lease.clone())))
-            .catch_unwind()
-            .await;
+        let outcome =
+            AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind().await;
         drop(supervisor);
         guard.release().await;
         match outcome {

@@ -25,13 +25,7 @@ impl SlotGuard {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Self {
-        SlotGuard {
-            store,
-            key,
-            token,
-            min_lease_time,
-            armed: false,
-        }
+        SlotGuard { store, key, token, min_lease_time, armed: false }
     }
 
     pub(crate) fn set_armed(&mut self, armed: bool) {
@@ -51,12 +45,8 @@ impl Drop for SlotGuard {
         if !self.armed {
             return;
         }
-        let (store, key, token, min_lease) = (
-            self.store.clone(),
-            std::mem::take(&mut self.key),
-            self.token,
-            self.min_lease_time,
-        );
+        let (store, key, token, min_lease) =
+            (self.store.clone(), std::mem::take(&mut self.key), self.token, self.min_lease_time);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move { release_logged(&*store, &key, token, min_lease).await });

@@ -8,11 +8,7 @@ pub const MAX_HOLDER_LEN: usize = 256;
 /// The default holder id: `hostname:pid:random`, unique per elector even within one process.
 pub fn default_holder_id() -> String {
     let host = gethostname::gethostname().to_string_lossy().into_owned();
-    let host = if host.is_empty() {
-        "unknown-host".to_owned()
-    } else {
-        host
-    };
+    let host = if host.is_empty() { "unknown-host".to_owned() } else { host };
     let mut suffix = [0u8; 4];
     // Uniqueness, not secrecy: a failed draw falls back to the clock's low bits.
     if getrandom::fill(&mut suffix).is_err() {
@@ -22,11 +18,7 @@ pub fn default_holder_id() -> String {
             .unwrap_or(0);
         suffix = nanos.to_le_bytes();
     }
-    format!(
-        "{host}:{}:{:08x}",
-        std::process::id(),
-        u32::from_le_bytes(suffix)
-    )
+    format!("{host}:{}:{:08x}", std::process::id(), u32::from_le_bytes(suffix))
 }
 
 /// Checks a holder id: non-empty, no control characters, at most [`MAX_HOLDER_LEN`] bytes.
@@ -55,11 +47,7 @@ mod tests {
 
     #[test]
     fn refuses_empty_long_and_control() {
-        for bad in [
-            String::new(),
-            "x".repeat(MAX_HOLDER_LEN + 1),
-            "a\nb".to_owned(),
-        ] {
+        for bad in [String::new(), "x".repeat(MAX_HOLDER_LEN + 1), "a\nb".to_owned()] {
             let err = check_holder_id(&bad).unwrap_err().to_string();
             assert!(err.contains("holder_id"), "{err}");
         }

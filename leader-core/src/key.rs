@@ -83,11 +83,7 @@ impl KeyOptions {
     /// key (if any) is valid, and the fixed parts fit in `max_len`.
     pub fn validate(&self) -> Result<(), Error> {
         if self.max_len == 0 {
-            return Err(Error::invalid_option(
-                "max_len",
-                self.max_len,
-                "must be at least 1 byte",
-            ));
+            return Err(Error::invalid_option("max_len", self.max_len, "must be at least 1 byte"));
         }
         if let Some(key) = &self.exact_key {
             return check_key(key, self.max_len);
@@ -131,11 +127,7 @@ impl KeyOptions {
         check_name(name)?;
         let key = match &self.exact_key {
             Some(key) => key.clone(),
-            None => format!(
-                "{}{}",
-                self.namespace,
-                self.format.replace(ROLE_PLACEHOLDER, name)
-            ),
+            None => format!("{}{}", self.namespace, self.format.replace(ROLE_PLACEHOLDER, name)),
         };
         check_key(&key, self.max_len)?;
         Ok(key)
@@ -144,12 +136,7 @@ impl KeyOptions {
 
 /// Checks a group or role name: non-empty, no whitespace, no control characters.
 pub fn check_name(name: &str) -> Result<(), Error> {
-    let invalid = |reason: String| {
-        Err(Error::InvalidName {
-            name: name.to_owned(),
-            reason,
-        })
-    };
+    let invalid = |reason: String| Err(Error::InvalidName { name: name.to_owned(), reason });
     if name.is_empty() {
         return invalid("must not be empty".to_owned());
     }
@@ -162,12 +149,7 @@ pub fn check_name(name: &str) -> Result<(), Error> {
 }
 
 fn check_key(key: &str, max_len: usize) -> Result<(), Error> {
-    let invalid = |reason: String| {
-        Err(Error::InvalidKey {
-            key: key.to_owned(),
-            reason,
-        })
-    };
+    let invalid = |reason: String| Err(Error::InvalidKey { key: key.to_owned(), reason });
     if key.is_empty() {
         return invalid("must not be empty".to_owned());
     }
@@ -204,9 +186,7 @@ mod tests {
 
     #[test]
     fn exact_key_is_used_literally() {
-        let keys = KeyOptions::new()
-            .namespace("ignored:")
-            .exact_key("the-one-key");
+        let keys = KeyOptions::new().namespace("ignored:").exact_key("the-one-key");
         assert_eq!(keys.resolve("x").unwrap(), "the-one-key");
         assert_eq!(keys.resolve("y").unwrap(), "the-one-key");
     }
@@ -224,24 +204,15 @@ mod tests {
         let keys = KeyOptions::new().max_len(16);
         assert_eq!(keys.resolve("abcdefghi").unwrap(), "leader:abcdefghi"); // exactly 16
         let err = keys.resolve("abcdefghij").unwrap_err().to_string();
-        assert!(
-            err.contains("17 bytes") && err.contains("at most 16"),
-            "{err}"
-        );
+        assert!(err.contains("17 bytes") && err.contains("at most 16"), "{err}");
     }
 
     #[test]
     fn options_are_validated_without_a_name() {
         assert!(KeyOptions::new().validate().is_ok());
         let no_placeholder = KeyOptions::new().format("leader").validate().unwrap_err();
-        assert!(
-            no_placeholder.to_string().contains("{role}"),
-            "{no_placeholder}"
-        );
-        let spaced = KeyOptions::new()
-            .namespace("my app:")
-            .validate()
-            .unwrap_err();
+        assert!(no_placeholder.to_string().contains("{role}"), "{no_placeholder}");
+        let spaced = KeyOptions::new().namespace("my app:").validate().unwrap_err();
         assert!(spaced.to_string().contains("namespace"), "{spaced}");
         let bad_exact = KeyOptions::new().exact_key("").validate().unwrap_err();
         assert!(matches!(bad_exact, Error::InvalidKey { .. }), "{bad_exact}");

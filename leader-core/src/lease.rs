@@ -154,9 +154,7 @@ impl Lease {
 
     /// Time left before the local deadline, which never falls after the store's expiry.
     pub fn remaining(&self) -> Duration {
-        self.expiry()
-            .deadline
-            .saturating_duration_since(Instant::now())
+        self.expiry().deadline.saturating_duration_since(Instant::now())
     }
 
     /// Whether the loss signal has fired.
@@ -188,10 +186,7 @@ impl Lease {
     /// Records a successful renewal whose request was sent at `sent_at`.
     pub(crate) fn renewed(&self, expires_at: SystemTime, expires_in: Duration, sent_at: Instant) {
         let mut expiry = self.inner.expiry.lock().unwrap_or_else(|p| p.into_inner());
-        *expiry = Expiry {
-            at: expires_at,
-            deadline: sent_at + expires_in,
-        };
+        *expiry = Expiry { at: expires_at, deadline: sent_at + expires_in };
     }
 
     /// Fires the loss signal; the first reason given is kept.

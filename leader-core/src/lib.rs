@@ -11,7 +11,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod __private {
+    //! Used by the code the attribute macros generate; not a public API.
+    pub use crate::private::*;
+}
+
 mod acquire;
+mod default_store;
 mod duration;
 mod elector;
 mod error;
@@ -21,6 +28,7 @@ mod holder;
 mod key;
 mod lease;
 mod options;
+mod private;
 mod renewal;
 mod run_result;
 mod state;
@@ -31,6 +39,7 @@ mod token;
 /// built on, for building its configurations and pools.
 #[cfg(feature = "redis")]
 pub use deadpool_redis;
+pub use default_store::{default_store, install_default_store};
 pub use duration::MAX_DURATION;
 pub use elector::LeaderElector;
 pub use error::{BoxError, Error};

@@ -130,11 +130,8 @@ impl LeaderElectionOptions {
                 format!("must be at most lease_time ({lease_time:?})"),
             ));
         }
-        let extend_every = if self.auto_extend {
-            Some(self.checked_extend_interval(lease_time)?)
-        } else {
-            None
-        };
+        let extend_every =
+            if self.auto_extend { Some(self.checked_extend_interval(lease_time)?) } else { None };
         let holder_id = match &self.holder_id {
             Some(holder_id) => holder_id.clone(),
             None => default_holder_id(),
@@ -198,18 +195,12 @@ pub struct LeaderGroupElectionOptions {
 impl LeaderGroupElectionOptions {
     /// Defaults with `max_leaders` slots per group (at least 1, checked by the elector).
     pub fn new(max_leaders: u32) -> Self {
-        LeaderGroupElectionOptions {
-            max_leaders,
-            election: LeaderElectionOptions::default(),
-        }
+        LeaderGroupElectionOptions { max_leaders, election: LeaderElectionOptions::default() }
     }
 
     /// Group options with `max_leaders` slots and every other option taken from `election`.
     pub fn from_election(max_leaders: u32, election: LeaderElectionOptions) -> Self {
-        LeaderGroupElectionOptions {
-            max_leaders,
-            election,
-        }
+        LeaderGroupElectionOptions { max_leaders, election }
     }
 
     /// How many slots a group has.
@@ -253,10 +244,7 @@ impl LeaderGroupElectionOptions {
     }
 
     fn map(self, f: impl FnOnce(LeaderElectionOptions) -> LeaderElectionOptions) -> Self {
-        LeaderGroupElectionOptions {
-            max_leaders: self.max_leaders,
-            election: f(self.election),
-        }
+        LeaderGroupElectionOptions { max_leaders: self.max_leaders, election: f(self.election) }
     }
 
     pub(crate) fn validate(&self) -> Result<Settings, Error> {
@@ -296,10 +284,7 @@ mod tests {
     #[test]
     fn refuses_zero_leaders() {
         let err = error(LeaderGroupElectionOptions::new(0));
-        assert_eq!(
-            err,
-            "invalid `max_leaders` 0: must be at least 1 (1 is a single leader)"
-        );
+        assert_eq!(err, "invalid `max_leaders` 0: must be at least 1 (1 is a single leader)");
     }
 
     #[test]
@@ -311,24 +296,15 @@ mod tests {
                 .lease_time(Duration::from_secs(1))
                 .min_lease_time(Duration::from_secs(2)),
         );
-        assert_eq!(
-            inverted,
-            "invalid `min_lease_time` 2s: must be at most lease_time (1s)"
-        );
+        assert_eq!(inverted, "invalid `min_lease_time` 2s: must be at most lease_time (1s)");
     }
 
     #[test]
     fn refuses_durations_beyond_the_store_range() {
         let huge = Duration::from_secs(u64::MAX);
         for (name, options) in [
-            (
-                "wait_time",
-                LeaderGroupElectionOptions::new(1).wait_time(huge),
-            ),
-            (
-                "lease_time",
-                LeaderGroupElectionOptions::new(1).lease_time(huge),
-            ),
+            ("wait_time", LeaderGroupElectionOptions::new(1).wait_time(huge)),
+            ("lease_time", LeaderGroupElectionOptions::new(1).lease_time(huge)),
         ] {
             let err = error(options);
             assert!(err.contains(name) && err.contains("2^47 ms"), "{err}");

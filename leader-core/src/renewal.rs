@@ -48,24 +48,16 @@ async fn keep_renewing(
             return LossReason::Expired;
         }
         let sent_at = Instant::now();
-        let renewal = timeout_at(
-            deadline,
-            store.renew(lease.key(), lease.token(), lease_time),
-        );
+        let renewal = timeout_at(deadline, store.renew(lease.key(), lease.token(), lease_time));
         match renewal.await {
-            Ok(Ok(RenewOutcome::Renewed {
-                expires_at,
-                expires_in,
-            })) => {
+            Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
                 lease.renewed(expires_at, expires_in, sent_at);
                 tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
                 next = sent_at + every;
             }
             Ok(Ok(RenewOutcome::NotHeld)) => return LossReason::Refused,
             Ok(Err(error)) => {
-                let retry_in = every
-                    .min(lease.remaining() / 2)
-                    .max(Duration::from_millis(1));
+                let retry_in = every.min(lease.remaining() / 2).max(Duration::from_millis(1));
                 tracing::warn!(
                     group = lease.name(),
                     fence = lease.fence(),

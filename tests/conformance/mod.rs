@@ -71,13 +71,7 @@ fn token() -> LeaseToken {
 }
 
 fn request<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'a> {
-    AcquireRequest {
-        key,
-        max_leaders,
-        token,
-        holder: "conformance",
-        lease_time: LEASE,
-    }
+    AcquireRequest { key, max_leaders, token, holder: "conformance", lease_time: LEASE }
 }
 
 async fn granted(store: &dyn LeaseStore, request: AcquireRequest<'_>) -> Grant {
@@ -107,10 +101,7 @@ pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, ke
     let retried = token();
     let first = granted(store, request(key, 2, retried)).await;
     let second = granted(store, request(key, 2, retried)).await;
-    assert_eq!(
-        (first.fence, first.acquired_at),
-        (second.fence, second.acquired_at)
-    );
+    assert_eq!((first.fence, first.acquired_at), (second.fence, second.acquired_at));
     assert_eq!(
         store.state(key).await.unwrap().slots.len(),
         1,
@@ -118,10 +109,7 @@ pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, ke
     );
     granted(store, request(key, 2, token())).await;
     // The group is now full, but the holder's retry still gets its own grant back.
-    assert_eq!(
-        granted(store, request(key, 2, retried)).await.fence,
-        first.fence
-    );
+    assert_eq!(granted(store, request(key, 2, retried)).await.fence, first.fence);
 }
 
 pub async fn fences_strictly_increase(store: &dyn LeaseStore, key: &str) {
@@ -129,11 +117,7 @@ pub async fn fences_strictly_increase(store: &dyn LeaseStore, key: &str) {
     for round in 0..6 {
         let held = token();
         let grant = granted(store, request(key, 1, held)).await;
-        assert!(
-            grant.fence > last,
-            "round {round}: fence {} after {last}",
-            grant.fence
-        );
+        assert!(grant.fence > last, "round {round}: fence {} after {last}", grant.fence);
         last = grant.fence;
         if round % 2 == 0 {
             store.release(key, held, Duration::ZERO).await.unwrap();
@@ -147,22 +131,9 @@ pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key:
     let held = token();
     granted(store, request(key, 3, held)).await;
     let err = store.acquire(request(key, 5, token())).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::MaxLeadersMismatch {
-                requested: 5,
-                existing: 3,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::MaxLeadersMismatch { requested: 5, existing: 3, .. }), "{err:?}");
     let message = err.to_string();
-    assert!(
-        message.contains("max_leaders 5") && message.contains("max_leaders 3"),
-        "{message}"
-    );
+    assert!(message.contains("max_leaders 5") && message.contains("max_leaders 3"), "{message}");
     // Once the old slots are gone the group takes the new size.
     store.release(key, held, Duration::ZERO).await.unwrap();
     granted(store, request(key, 5, token())).await;
@@ -178,10 +149,7 @@ pub async fn zero_max_leaders_is_refused(store: &dyn LeaseStore, key: &str) {
 pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
-    assert_eq!(
-        store.renew(key, token(), LEASE).await.unwrap(),
-        RenewOutcome::NotHeld
-    );
+    assert_eq!(store.renew(key, token(), LEASE).await.unwrap(), RenewOutcome::NotHeld);
     sleep(LEASE / 2).await;
     let longer = LEASE * 3;
     match store.renew(key, held, longer).await.unwrap() {
@@ -191,52 +159,26 @@ pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
         other => panic!("the holder's renewal got {other:?}"),
     }
     sleep(LEASE * 2).await; // past the original lease, within the renewed one
-    assert_eq!(
-        store.state(key).await.unwrap().slots.len(),
-        1,
-        "renewal did not hold"
-    );
+    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "renewal did not hold");
 }
 
 pub async fn release_is_token_checked(store: &dyn LeaseStore, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
-    assert_eq!(
-        store.release(key, token(), Duration::ZERO).await.unwrap(),
-        ReleaseOutcome::NotHeld
-    );
-    assert_eq!(
-        store.state(key).await.unwrap().slots.len(),
-        1,
-        "a stranger released the slot"
-    );
-    assert_eq!(
-        store.release(key, held, Duration::ZERO).await.unwrap(),
-        ReleaseOutcome::Released
-    );
+    assert_eq!(store.release(key, token(), Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
+    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "a stranger released the slot");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     assert!(store.state(key).await.unwrap().slots.is_empty());
-    assert_eq!(
-        store.release(key, held, Duration::ZERO).await.unwrap(),
-        ReleaseOutcome::NotHeld
-    );
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
 }
 
 pub async fn release_and_renew_never_revive_an_expired_slot(store: &dyn LeaseStore, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     sleep(LEASE + Duration::from_millis(50)).await;
-    assert_eq!(
-        store.release(key, held, LEASE).await.unwrap(),
-        ReleaseOutcome::NotHeld
-    );
-    assert_eq!(
-        store.renew(key, held, LEASE).await.unwrap(),
-        RenewOutcome::NotHeld
-    );
-    assert!(
-        store.state(key).await.unwrap().slots.is_empty(),
-        "an expired slot came back"
-    );
+    assert_eq!(store.release(key, held, LEASE).await.unwrap(), ReleaseOutcome::NotHeld);
+    assert_eq!(store.renew(key, held, LEASE).await.unwrap(), RenewOutcome::NotHeld);
+    assert!(store.state(key).await.unwrap().slots.is_empty(), "an expired slot came back");
     granted(store, request(key, 1, token())).await;
 }
 
@@ -253,10 +195,7 @@ pub async fn min_lease_time_keeps_a_released_slot(store: &dyn LeaseStore, key: &
         other => panic!("the kept slot was free: {other:?}"),
     }
     sleep(min_lease + Duration::from_millis(50)).await;
-    assert!(
-        store.state(key).await.unwrap().slots.is_empty(),
-        "kept past the minimum lease"
-    );
+    assert!(store.state(key).await.unwrap().slots.is_empty(), "kept past the minimum lease");
     granted(store, request(key, 1, token())).await;
 }
 
@@ -280,15 +219,11 @@ pub async fn release_wakes_watchers(store: &dyn LeaseStore, key: &str) {
     }
     store.release(key, first, Duration::ZERO).await.unwrap();
     for watch in &mut watches {
-        timeout(Duration::from_secs(5), watch.released())
-            .await
-            .expect("woken by a release");
+        timeout(Duration::from_secs(5), watch.released()).await.expect("woken by a release");
     }
     // A release kept for the minimum lease shortens the slot, which also wakes waiters.
     store.release(key, second, LEASE).await.unwrap();
-    timeout(Duration::from_secs(5), watches[0].released())
-        .await
-        .expect("woken by a kept release");
+    timeout(Duration::from_secs(5), watches[0].released()).await.expect("woken by a kept release");
 }
 
 pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
@@ -301,17 +236,10 @@ pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
     }
     let state = store.state(key).await.unwrap();
     assert_eq!(state.max_leaders, Some(2));
-    let holders: Vec<&str> = state
-        .slots
-        .iter()
-        .map(|slot| slot.holder.as_str())
-        .collect();
+    let holders: Vec<&str> = state.slots.iter().map(|slot| slot.holder.as_str()).collect();
     assert_eq!(holders, ["a", "b"]);
     assert!(state.slots[0].fence < state.slots[1].fence);
     assert!(
-        state
-            .slots
-            .iter()
-            .all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
+        state.slots.iter().all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
     );
 }

@@ -71,18 +71,12 @@ impl FaultyStore {
 }
 
 fn take_one(counter: &AtomicUsize) -> bool {
-    counter
-        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-        .is_ok()
+    counter.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
 fn unavailable(operation: &'static str) -> Error {
     let source = io::Error::new(io::ErrorKind::ConnectionReset, "injected fault");
-    Error::Unavailable {
-        store: "faulty",
-        operation,
-        source: Box::new(source),
-    }
+    Error::Unavailable { store: "faulty", operation, source: Box::new(source) }
 }
 
 #[async_trait]
@@ -142,10 +136,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + within;
     while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {within:?}: {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

@@ -35,11 +35,7 @@ impl Proxy {
                 tokio::spawn(pump(client, server, flag.clone(), stopped.child_token()));
             }
         });
-        Proxy {
-            port,
-            drop_replies,
-            stop,
-        }
+        Proxy { port, drop_replies, stop }
     }
 
     pub fn url(&self) -> String {

@@ -22,18 +22,13 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
+        let addresses: Vec<String> =
+            nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
         let created = cli(nodes[0].port, &args);
-        assert!(
-            created.contains("All 16384 slots covered"),
-            "cluster create said:\n{created}"
-        );
+        assert!(created.contains("All 16384 slots covered"), "cluster create said:\n{created}");
         let deadline = Instant::now() + Duration::from_secs(20);
         for node in &nodes {
             while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
@@ -50,17 +45,12 @@ impl RedisCluster {
 
     /// The node that serves `key`.
     pub fn node_of(&self, key: &str) -> &RedisServer {
-        let slot: u16 = self.nodes[0]
-            .cli(&["CLUSTER", "KEYSLOT", key])
-            .parse()
-            .unwrap();
+        let slot: u16 = self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
         self.nodes
             .iter()
             .find(|node| {
                 let nodes = node.cli(&["CLUSTER", "NODES"]);
-                nodes
-                    .lines()
-                    .any(|line| line.contains("myself") && serves(line, slot))
+                nodes.lines().any(|line| line.contains("myself") && serves(line, slot))
             })
             .expect("a node serves every slot")
     }
@@ -68,12 +58,10 @@ impl RedisCluster {
 
 /// Whether a `CLUSTER NODES` line lists `slot` among its ranges.
 fn serves(line: &str, slot: u16) -> bool {
-    line.split_whitespace()
-        .skip(8)
-        .any(|range| match range.split_once('-') {
-            Some((from, to)) => {
-                (from.parse().unwrap_or(u16::MAX)..=to.parse().unwrap_or(0)).contains(&slot)
-            }
-            None => range.parse() == Ok(slot),
-        })
+    line.split_whitespace().skip(8).any(|range| match range.split_once('-') {
+        Some((from, to)) => {
+            (from.parse().unwrap_or(u16::MAX)..=to.parse().unwrap_or(0)).contains(&slot)
+        }
+        None => range.parse() == Ok(slot),
+    })
 }

@@ -41,18 +41,9 @@ impl RedisSentinel {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server --sentinel");
-        let set_up = RedisSentinel {
-            primary,
-            replica,
-            sentinel_port,
-            sentinel,
-            _dir: dir,
-        };
+        let set_up = RedisSentinel { primary, replica, sentinel_port, sentinel, _dir: dir };
         set_up.wait_for("the replica to sync and the sentinel to see it", || {
-            set_up
-                .replica
-                .cli(&["INFO", "replication"])
-                .contains("master_link_status:up")
+            set_up.replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
                 && cli(sentinel_port, &["SENTINEL", "REPLICAS", MASTER_NAME]).contains("slave")
         });
         set_up
@@ -74,11 +65,8 @@ impl RedisSentinel {
             self.primary.cli(&["ROLE"]).starts_with("slave")
         });
         self.wait_for("the sentinel to name the new primary", || {
-            cli(
-                self.sentinel_port,
-                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
-            )
-            .contains(&self.replica.port.to_string())
+            cli(self.sentinel_port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])
+                .contains(&self.replica.port.to_string())
         });
     }
 

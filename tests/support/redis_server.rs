@@ -10,11 +10,7 @@ use tempfile::TempDir;
 
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 pub struct RedisServer {
@@ -95,10 +91,7 @@ impl RedisServer {
 
     fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().expect("running").id();
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status();
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
         assert!(status.unwrap().success(), "kill -{signal} {pid}");
     }
 
@@ -120,10 +113,7 @@ impl Drop for RedisServer {
 impl RedisServer {
     fn resume_quietly(&self) {
         if let Some(child) = &self.child {
-            let _ = Command::new("kill")
-                .arg("-CONT")
-                .arg(child.id().to_string())
-                .status();
+            let _ = Command::new("kill").arg("-CONT").arg(child.id().to_string()).status();
         }
     }
 }

@@ -82,10 +82,7 @@ impl MemoryStore {
     fn groups(&self) -> MutexGuard<'_, HashMap<String, Group>> {
         // The lock is never held across a panic-prone call, but a poisoned map is still
         // consistent (every mutation is a single step), so recover it.
-        self.inner
-            .groups
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The store's clock as wall time: the creation time plus tokio time elapsed since.
@@ -107,12 +104,7 @@ impl MemoryStore {
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group {
-            max_leaders,
-            last_fence: 0,
-            slots: Vec::new(),
-            releases: watch::Sender::new(0),
-        }
+        Group { max_leaders, last_fence: 0, slots: Vec::new(), releases: watch::Sender::new(0) }
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
@@ -120,8 +112,7 @@ impl Group {
     }
 
     fn wake_waiters(&self) {
-        self.releases
-            .send_modify(|count| *count = count.wrapping_add(1));
+        self.releases.send_modify(|count| *count = count.wrapping_add(1));
     }
 }
 
@@ -134,16 +125,11 @@ impl LeaseStore for MemoryStore {
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         let now = Instant::now();
         if request.max_leaders == 0 {
-            return Err(Error::invalid_option(
-                "max_leaders",
-                0,
-                "must be at least 1",
-            ));
+            return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
         }
         let mut groups = self.groups();
-        let group = groups
-            .entry(request.key.to_owned())
-            .or_insert_with(|| Group::new(request.max_leaders));
+        let group =
+            groups.entry(request.key.to_owned()).or_insert_with(|| Group::new(request.max_leaders));
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
             let (fence, acquired_at, expires_at) = (slot.fence, slot.acquired_at, slot.expires_at);
@@ -164,15 +150,8 @@ impl LeaseStore for MemoryStore {
             });
         }
         if group.slots.len() >= group.max_leaders as usize {
-            let nearest = group
-                .slots
-                .iter()
-                .map(|slot| slot.expires_at)
-                .min()
-                .unwrap_or(now);
-            return Ok(AcquireOutcome::Full {
-                nearest_expiry: nearest - now,
-            });
+            let nearest = group.slots.iter().map(|slot| slot.expires_at).min().unwrap_or(now);
+            return Ok(AcquireOutcome::Full { nearest_expiry: nearest - now });
         }
         group.last_fence += 1;
         group.slots.push(Slot {
@@ -227,9 +206,7 @@ impl LeaseStore for MemoryStore {
         let keep_until = slot.acquired_at + min_lease_time;
         let outcome = if keep_until > now {
             slot.expires_at = slot.expires_at.min(keep_until);
-            ReleaseOutcome::Kept {
-                expires_in: slot.expires_at - now,
-            }
+            ReleaseOutcome::Kept { expires_in: slot.expires_at - now }
         } else {
             group.slots.remove(index);
             ReleaseOutcome::Released
@@ -261,17 +238,13 @@ impl LeaseStore for MemoryStore {
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         let mut groups = self.groups();
-        let group = groups
-            .entry(key.to_owned())
-            .or_insert_with(|| Group::new(1));
+        let group = groups.entry(key.to_owned()).or_insert_with(|| Group::new(1));
         Ok(ReleaseWatch::new(group.releases.subscribe(), None))
     }
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryStore")
-            .field("groups", &self.groups().len())
-            .finish()
+        f.debug_struct("MemoryStore").field("groups", &self.groups().len()).finish()
     }
 }

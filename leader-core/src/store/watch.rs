@@ -24,10 +24,7 @@ impl ReleaseWatch {
         receiver: watch::Receiver<u64>,
         subscription: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Self {
-        ReleaseWatch {
-            receiver,
-            _subscription: subscription,
-        }
+        ReleaseWatch { receiver, _subscription: subscription }
     }
 
     /// Resolves at the next release after the watch was made or last woke.

@@ -110,11 +110,7 @@ pub(crate) struct Connections {
 
 impl Connections {
     pub(crate) fn new(source: ConnectionSource) -> Self {
-        Connections {
-            source,
-            current: Mutex::new(None),
-            generation: AtomicU64::new(0),
-        }
+        Connections { source, current: Mutex::new(None), generation: AtomicU64::new(0) }
     }
 
     pub(crate) fn topology(&self) -> &'static str {
@@ -137,10 +133,7 @@ impl Connections {
     /// new one.
     pub(crate) async fn discard(&self, generation: u64) {
         let mut current = self.current.lock().await;
-        if current
-            .as_ref()
-            .is_some_and(|(held, _)| *held == generation)
-        {
+        if current.as_ref().is_some_and(|(held, _)| *held == generation) {
             *current = None;
         }
     }
@@ -216,11 +209,7 @@ async fn run(
         return Ok((call.query_async(connection).await?, None));
     };
     let mut pipeline = redis::pipe();
-    pipeline
-        .add_command(call)
-        .cmd("WAIT")
-        .arg(replicas)
-        .arg(timeout_ms);
+    pipeline.add_command(call).cmd("WAIT").arg(replicas).arg(timeout_ms);
     let (reply, acknowledged): (Value, i64) = pipeline.query_async(connection).await?;
     Ok((reply, Some(acknowledged)))
 }

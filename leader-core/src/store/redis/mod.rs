@@ -94,9 +94,7 @@ impl RedisStore {
         let client = redis::Client::open(url).map_err(|e| invalid_url(url, e))?;
         let mut config = deadpool_redis::Config::from_url(url);
         config.pool = Some(pool_config(4));
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1))
-            .map_err(|e| invalid_url(url, e))?;
+        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(url, e))?;
         Ok(Self::new(
             ConnectionSource::Standalone(pool),
             SubscriberSource::Servers(vec![client]),
@@ -119,11 +117,7 @@ impl RedisStore {
     /// failover to the new one.
     pub fn from_sentinel_config(config: deadpool_redis::sentinel::Config) -> Result<Self, Error> {
         let urls = config.urls.clone().unwrap_or_default();
-        let shown = urls
-            .iter()
-            .map(|u| url::redact(u))
-            .collect::<Vec<_>>()
-            .join(",");
+        let shown = urls.iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",");
         let sentinel = SentinelClient::build(
             urls.iter().map(String::as_str).collect(),
             config.master_name.clone(),
@@ -131,9 +125,7 @@ impl RedisStore {
             config.server_type.into(),
         )
         .map_err(|e| invalid_url(&shown, e))?;
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1))
-            .map_err(|e| invalid_url(&shown, e))?;
+        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(&shown, e))?;
         Ok(Self::new(
             ConnectionSource::Sentinel(pool),
             SubscriberSource::Sentinel(Box::new(tokio::sync::Mutex::new(sentinel))),
@@ -144,11 +136,7 @@ impl RedisStore {
     /// A store on a Redis Cluster, from the URLs of some of its nodes.
     pub fn from_cluster_config(config: deadpool_redis::cluster::Config) -> Result<Self, Error> {
         let urls = config.urls.clone().unwrap_or_default();
-        let shown = urls
-            .iter()
-            .map(|u| url::redact(u))
-            .collect::<Vec<_>>()
-            .join(",");
+        let shown = urls.iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",");
         let clients = urls
             .iter()
             .map(|u| redis::Client::open(u.as_str()).map_err(|e| invalid_url(u, e)))
@@ -156,9 +144,7 @@ impl RedisStore {
         if clients.is_empty() {
             return Err(invalid_url("", "no cluster node URL given"));
         }
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1))
-            .map_err(|e| invalid_url(&shown, e))?;
+        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(&shown, e))?;
         Ok(Self::new(
             ConnectionSource::Cluster(pool),
             SubscriberSource::Servers(clients),
@@ -183,9 +169,7 @@ impl RedisStore {
     /// connection is replaced). Default: 5 s; at least 1 ms. Set it before cloning the store.
     pub fn with_command_timeout(self, timeout: Duration) -> Result<Self, Error> {
         let timeout = crate::duration::positive("command_timeout", timeout)?;
-        self.reconfigured("command_timeout", timeout, |inner| {
-            inner.command_timeout = timeout
-        })
+        self.reconfigured("command_timeout", timeout, |inner| inner.command_timeout = timeout)
     }
 
     /// Require `replicas` replicas to acknowledge every grant within `timeout` (Redis `WAIT`,
@@ -198,11 +182,7 @@ impl RedisStore {
     /// timeout short. Set it before cloning the store.
     pub fn with_replica_ack(self, replicas: u32, timeout: Duration) -> Result<Self, Error> {
         if replicas == 0 {
-            return Err(Error::invalid_option(
-                "replicas",
-                replicas,
-                "must be at least 1",
-            ));
+            return Err(Error::invalid_option("replicas", replicas, "must be at least 1"));
         }
         let timeout = crate::duration::positive("replica_ack timeout", timeout)?;
         self.reconfigured("replica_ack", (replicas, timeout), |inner| {
@@ -217,16 +197,10 @@ impl RedisStore {
         change: impl FnOnce(&mut Inner),
     ) -> Result<Self, Error> {
         let mut inner = Arc::try_unwrap(self.inner).map_err(|_| {
-            Error::invalid_option(
-                option,
-                &value,
-                "must be set before the store is cloned or used",
-            )
+            Error::invalid_option(option, &value, "must be set before the store is cloned or used")
         })?;
         change(&mut inner);
-        Ok(RedisStore {
-            inner: Arc::new(inner),
-        })
+        Ok(RedisStore { inner: Arc::new(inner) })
     }
 
     /// Which deployment the store talks to: `standalone`, `sentinel` or `cluster`.
@@ -256,9 +230,7 @@ impl RedisStore {
         keys: &[&str],
         args: &[&dyn ToRedisArgsDyn],
     ) -> Result<redis::Value, Error> {
-        self.call_then_wait(operation, key, lua, keys, args, None)
-            .await
-            .map(|(value, _)| value)
+        self.call_then_wait(operation, key, lua, keys, args, None).await.map(|(value, _)| value)
     }
 
     /// [`call`](Self::call), with `WAIT replicas timeout` in the same round trip if given.
@@ -284,11 +256,7 @@ impl RedisStore {
             Err(_) => {
                 // A black-holed connection never answers: replace it.
                 self.inner.connections.discard_current().await;
-                Err(Error::Timeout {
-                    store: "redis",
-                    operation,
-                    after: limit,
-                })
+                Err(Error::Timeout { store: "redis", operation, after: limit })
             }
         }
     }
@@ -302,10 +270,7 @@ impl RedisStore {
     ) -> Error {
         if error.code() == Some("WRONGTYPE") {
             let found = self.describe_types(keys).await;
-            return Error::WrongType {
-                key: key.to_owned(),
-                found,
-            };
+            return Error::WrongType { key: key.to_owned(), found };
         }
         let transient_code = matches!(
             error.code(),
@@ -320,11 +285,7 @@ impl RedisStore {
         {
             return unavailable(operation, error);
         }
-        Error::Store {
-            store: "redis",
-            operation,
-            message: error.to_string(),
-        }
+        Error::Store { store: "redis", operation, message: error.to_string() }
     }
 
     /// What the group's keys hold, for a wrong-type error: `{k}:slots is a string, …`.
@@ -332,20 +293,14 @@ impl RedisStore {
         let mut found = Vec::new();
         if let Ok((_, mut connection, _)) = self.inner.connections.get().await {
             for key in keys {
-                let kind: Result<String, _> = redis::cmd("TYPE")
-                    .arg(key)
-                    .query_async(&mut connection)
-                    .await;
+                let kind: Result<String, _> =
+                    redis::cmd("TYPE").arg(key).query_async(&mut connection).await;
                 if let Ok(kind) = kind {
                     found.push(format!("{key} is a {kind}"));
                 }
             }
         }
-        if found.is_empty() {
-            "a value of another type".to_owned()
-        } else {
-            found.join(", ")
-        }
+        if found.is_empty() { "a value of another type".to_owned() } else { found.join(", ") }
     }
 }
 
@@ -363,11 +318,7 @@ fn unavailable(
     operation: &'static str,
     error: impl std::error::Error + Send + Sync + 'static,
 ) -> Error {
-    Error::Unavailable {
-        store: "redis",
-        operation,
-        source: Box::new(error),
-    }
+    Error::Unavailable { store: "redis", operation, source: Box::new(error) }
 }
 
 fn redacted_client(client: &redis::Client) -> String {
@@ -377,11 +328,7 @@ fn redacted_client(client: &redis::Client) -> String {
 
 fn millis(duration: Duration) -> u64 {
     let whole = duration.as_millis() as u64;
-    if duration.subsec_nanos() % 1_000_000 == 0 {
-        whole
-    } else {
-        whole + 1
-    }
+    if duration.subsec_nanos() % 1_000_000 == 0 { whole } else { whole + 1 }
 }
 
 #[async_trait]
@@ -392,11 +339,7 @@ impl LeaseStore for RedisStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         if request.max_leaders == 0 {
-            return Err(Error::invalid_option(
-                "max_leaders",
-                0,
-                "must be at least 1",
-            ));
+            return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
         }
         let keys = GroupKeys::new(request.key)?;
         let token = request.token.to_string();
@@ -416,14 +359,9 @@ impl LeaseStore for RedisStore {
             (outcome, self.inner.replica_ack, acknowledged)
         {
             if acknowledged < i64::from(required) {
-                self.release(request.key, request.token, Duration::ZERO)
-                    .await?;
+                self.release(request.key, request.token, Duration::ZERO).await?;
                 let acknowledged = acknowledged.max(0) as u32;
-                return Err(Error::NotReplicated {
-                    acknowledged,
-                    required,
-                    timeout,
-                });
+                return Err(Error::NotReplicated { acknowledged, required, timeout });
             }
         }
         Ok(outcome)
@@ -438,13 +376,7 @@ impl LeaseStore for RedisStore {
         let keys = GroupKeys::new(key)?;
         let (token, lease) = (token.to_string(), millis(lease_time));
         let reply = self
-            .call(
-                "renew",
-                key,
-                &RENEW,
-                &[&keys.slots, &keys.holders],
-                &[&token, &lease],
-            )
+            .call("renew", key, &RENEW, &[&keys.slots, &keys.holders], &[&token, &lease])
             .await?;
         reply::renew(reply)
     }
@@ -472,9 +404,7 @@ impl LeaseStore for RedisStore {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let keys = GroupKeys::new(key)?;
-        let reply = self
-            .call("state", key, &STATE, &[&keys.slots, &keys.holders], &[])
-            .await?;
+        let reply = self.call("state", key, &STATE, &[&keys.slots, &keys.holders], &[]).await?;
         reply::state(reply)
     }
 

@@ -29,9 +29,7 @@ impl SubscriberSource {
             }
         };
         let mut pubsub = client.get_async_pubsub().await?;
-        pubsub
-            .psubscribe(format!("{RELEASE_CHANNEL_PREFIX}*"))
-            .await?;
+        pubsub.psubscribe(format!("{RELEASE_CHANNEL_PREFIX}*")).await?;
         Ok(pubsub)
     }
 }
@@ -68,14 +66,8 @@ impl ReleaseHub {
     /// the server before this returns, so no later release is missed.
     pub(crate) async fn watch(&self, key: &str) -> Result<watch::Receiver<u64>, RedisError> {
         self.inner.running.get_or_try_init(|| self.start()).await?;
-        let mut channels = self
-            .inner
-            .channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let sender = channels
-            .entry(release_channel(key))
-            .or_insert_with(|| watch::Sender::new(0));
+        let mut channels = self.inner.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = channels.entry(release_channel(key)).or_insert_with(|| watch::Sender::new(0));
         Ok(sender.subscribe())
     }
 

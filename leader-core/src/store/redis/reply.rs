@@ -30,10 +30,7 @@ fn array(operation: &'static str, reply: &Value) -> Result<Vec<i64>, Error> {
     let Value::Array(items) = reply else {
         return Err(malformed(operation, reply));
     };
-    items
-        .iter()
-        .map(|item| int(item).ok_or_else(|| malformed(operation, reply)))
-        .collect()
+    items.iter().map(|item| int(item).ok_or_else(|| malformed(operation, reply))).collect()
 }
 
 fn at(ms: i64) -> SystemTime {
@@ -52,9 +49,7 @@ pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<Acqui
             expires_at: at(expires),
             expires_in: span(expires - now),
         })),
-        [0, nearest] => Ok(AcquireOutcome::Full {
-            nearest_expiry: span(nearest),
-        }),
+        [0, nearest] => Ok(AcquireOutcome::Full { nearest_expiry: span(nearest) }),
         [2, existing] => Err(Error::MaxLeadersMismatch {
             group: request.key.to_owned(),
             requested: request.max_leaders,
@@ -66,10 +61,9 @@ pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<Acqui
 
 pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
     match *array("renew", &reply)?.as_slice() {
-        [1, expires, now] => Ok(RenewOutcome::Renewed {
-            expires_at: at(expires),
-            expires_in: span(expires - now),
-        }),
+        [1, expires, now] => {
+            Ok(RenewOutcome::Renewed { expires_at: at(expires), expires_in: span(expires - now) })
+        }
         [0] => Ok(RenewOutcome::NotHeld),
         _ => Err(malformed("renew", &reply)),
     }
@@ -78,9 +72,7 @@ pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
 pub(super) fn release(reply: Value) -> Result<ReleaseOutcome, Error> {
     match *array("release", &reply)?.as_slice() {
         [1] => Ok(ReleaseOutcome::Released),
-        [2, expires_in] => Ok(ReleaseOutcome::Kept {
-            expires_in: span(expires_in),
-        }),
+        [2, expires_in] => Ok(ReleaseOutcome::Kept { expires_in: span(expires_in) }),
         [0] => Ok(ReleaseOutcome::NotHeld),
         _ => Err(malformed("release", &reply)),
     }

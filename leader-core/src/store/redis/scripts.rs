@@ -16,16 +16,9 @@ pub(crate) struct LuaScript {
 macro_rules! lua_script {
     ($name:literal) => {
         LazyLock::new(|| {
-            let source = concat!(
-                include_str!("prelude.lua"),
-                "\n",
-                include_str!(concat!($name, ".lua"))
-            );
-            LuaScript {
-                name: $name,
-                source,
-                hash: Script::new(source).get_hash().to_owned(),
-            }
+            let source =
+                concat!(include_str!("prelude.lua"), "\n", include_str!(concat!($name, ".lua")));
+            LuaScript { name: $name, source, hash: Script::new(source).get_hash().to_owned() }
         })
     };
 }

@@ -18,9 +18,7 @@ pub(crate) fn redact(url: &str) -> String {
     let (authority, tail) = rest.split_at(authority_end);
     match authority.rsplit_once('@') {
         Some((user_info, host)) => {
-            let user = user_info
-                .split_once(':')
-                .map_or(user_info, |(user, _password)| user);
+            let user = user_info.split_once(':').map_or(user_info, |(user, _password)| user);
             format!("{scheme}://{user}:***@{host}{tail}")
         }
         None => url.to_owned(),
@@ -33,16 +31,10 @@ mod tests {
 
     #[test]
     fn hides_passwords() {
-        assert_eq!(
-            redact("redis://app:s3cret@cache:6379/0"),
-            "redis://app:***@cache:6379/0"
-        );
+        assert_eq!(redact("redis://app:s3cret@cache:6379/0"), "redis://app:***@cache:6379/0");
         assert_eq!(redact("rediss://:s3cret@cache"), "rediss://:***@cache");
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(
-            redact("not a url with p@ss"),
-            "<unparsable URL with credentials>"
-        );
+        assert_eq!(redact("not a url with p@ss"), "<unparsable URL with credentials>");
         assert!(!redact("redis://u:p@ss@host").contains("p@ss"));
     }
 }
