@@ -24,32 +24,21 @@ impl Flavor {
         }
     }
 
-    fn valid_arguments(self) -> &'static [&'static str] {
-        match self {
-            Flavor::Single => &[
-                "name",
-                "wait_time",
-                "lease_time",
-                "min_lease_time",
-                "auto_extend",
-                "holder_id",
-                "store",
-                "on_store_error",
-                "crate",
-            ],
-            Flavor::Group => &[
-                "name",
-                "max_leaders",
-                "wait_time",
-                "lease_time",
-                "min_lease_time",
-                "auto_extend",
-                "holder_id",
-                "store",
-                "on_store_error",
-                "crate",
-            ],
-        }
+    /// The arguments this macro takes: all of them, less `max_leaders` for a single leader.
+    fn valid_arguments(self) -> Vec<&'static str> {
+        const ALL: &[&str] = &[
+            "name",
+            "max_leaders",
+            "wait_time",
+            "lease_time",
+            "min_lease_time",
+            "auto_extend",
+            "holder_id",
+            "store",
+            "on_store_error",
+            "crate",
+        ];
+        ALL.iter().copied().filter(|arg| self == Flavor::Group || *arg != "max_leaders").collect()
     }
 }
 

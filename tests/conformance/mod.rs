@@ -12,35 +12,12 @@ use tokio::time::{sleep, timeout};
 
 const LEASE: Duration = Duration::from_millis(400);
 
-/// Every rule, one after another, each on its own key `{prefix}-{rule}`: for stores that are
-/// costly to set up once per test (a Cluster).
-#[allow(dead_code)] // each test file uses either this or the macro
-pub async fn run_all(store: &dyn LeaseStore, prefix: &str) {
-    macro_rules! each {
-        ($($name:ident),* $(,)?) => {
-            $( $name(store, &format!("{prefix}-{}", stringify!($name))).await; )*
-        };
-    }
-    each!(
-        grants_up_to_max_leaders_then_reports_full,
-        acquire_is_idempotent_for_the_same_token,
-        fences_strictly_increase,
-        max_leaders_mismatch_names_both_values,
-        zero_max_leaders_is_refused,
-        renew_extends_only_a_held_slot,
-        release_is_token_checked,
-        release_and_renew_never_revive_an_expired_slot,
-        min_lease_time_keeps_a_released_slot,
-        expiry_frees_a_slot,
-        release_wakes_watchers,
-        state_reports_live_slots,
-    );
-}
-
+/// Calls `$callback!(args…; rule, rule, …)` with every rule of the suite: the one list that
+/// both ways of running the suite use.
 #[macro_export]
-macro_rules! conformance_suite {
-    (#[$attr:meta] $make:expr) => {
-        $crate::conformance_suite!(@tests #[$attr] $make;
+macro_rules! with_every_rule {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! { $($args)*;
             grants_up_to_max_leaders_then_reports_full,
             acquire_is_idempotent_for_the_same_token,
             fences_strictly_increase,
@@ -53,7 +30,27 @@ macro_rules! conformance_suite {
             expiry_frees_a_slot,
             release_wakes_watchers,
             state_reports_live_slots,
-        );
+        }
+    };
+}
+
+/// Every rule, one after another, each on its own key `{prefix}-{rule}`: for stores that are
+/// costly to set up once per test (a Cluster).
+#[allow(dead_code)] // each test file uses either this or the macro
+pub async fn run_all(store: &dyn LeaseStore, prefix: &str) {
+    macro_rules! each {
+        ($store:expr, $prefix:expr; $($name:ident,)*) => {
+            $( $name($store, &format!("{}-{}", $prefix, stringify!($name))).await; )*
+        };
+    }
+    with_every_rule!(each!(store, prefix));
+}
+
+/// One `#[test]` per rule: `conformance_suite!(#[tokio::test] make_store())`.
+#[macro_export]
+macro_rules! conformance_suite {
+    (#[$attr:meta] $make:expr) => {
+        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make));
     };
     (@tests #[$attr:meta] $make:expr; $($name:ident,)*) => {
         $(
