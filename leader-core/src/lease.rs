@@ -24,6 +24,8 @@ pub enum LossReason {
     /// The local deadline passed without a successful renewal: no auto-extension, or the
     /// store could not be reached in time.
     Expired,
+    /// This instance stepped down itself: it resigned or stopped.
+    SteppedDown,
 }
 
 impl fmt::Display for LossReason {
@@ -31,6 +33,7 @@ impl fmt::Display for LossReason {
         f.write_str(match self {
             LossReason::Refused => "renewal refused",
             LossReason::Expired => "lease expired",
+            LossReason::SteppedDown => "stepped down",
         })
     }
 }

@@ -26,8 +26,10 @@ mod group;
 mod guard;
 mod holder;
 mod key;
+mod leadership;
 mod lease;
 mod options;
+mod outage;
 mod private;
 mod renewal;
 mod run_result;
@@ -46,11 +48,15 @@ pub use error::{BoxError, Error};
 pub use group::LeaderGroupElector;
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
+pub use leadership::{
+    Leadership, LeadershipDescription, LeadershipOptions, LeadershipSettings, LeadershipStatus,
+    WhenUncoordinated,
+};
 pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
 pub use run_result::LeaderRunResult;
 pub use state::LeaderGroupState;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
-pub use store::{LeaseStore, MemoryStore, SlotInfo};
+pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
 pub use token::LeaseToken;

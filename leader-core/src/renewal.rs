@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::lease::{Lease, LossReason};
+use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
 
 /// Watches `lease` until it is lost, renewing it every `extend_every` if that is set.
@@ -28,17 +29,22 @@ pub(crate) async fn supervise(
             lease.mark_lost(LossReason::Expired);
         }
         Some(every) => {
-            let reason = keep_renewing(&*store, &lease, lease_time, every).await;
+            let mut outage = OutageLog::default();
+            let reason = keep_renewing(&*store, &lease, lease_time, every, &mut outage).await;
             lease.mark_lost(reason);
         }
     }
 }
 
-async fn keep_renewing(
+/// Renews `lease` every `every` until a renewal is refused or the local deadline passes, and
+/// says which. Failed renewals are retried as [`supervise`] describes, and logged once per
+/// outage.
+pub(crate) async fn keep_renewing(
     store: &dyn LeaseStore,
     lease: &Lease,
     lease_time: Duration,
     every: Duration,
+    outage: &mut OutageLog,
 ) -> LossReason {
     let mut next = Instant::now() + every;
     loop {
@@ -51,20 +57,15 @@ async fn keep_renewing(
         let renewal = timeout_at(deadline, store.renew(lease.key(), lease.token(), lease_time));
         match renewal.await {
             Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
+                outage.succeeded(lease.name());
                 lease.renewed(expires_at, expires_in, sent_at);
                 tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
                 next = sent_at + every;
             }
             Ok(Ok(RenewOutcome::NotHeld)) => return LossReason::Refused,
             Ok(Err(error)) => {
+                outage.failed(lease.name(), "lease renewal", &error);
                 let retry_in = every.min(lease.remaining() / 2).max(Duration::from_millis(1));
-                tracing::warn!(
-                    group = lease.name(),
-                    fence = lease.fence(),
-                    %error,
-                    ?retry_in,
-                    "lease renewal failed; retrying"
-                );
                 next = Instant::now() + retry_in;
             }
             Err(_timed_out) => return LossReason::Expired,

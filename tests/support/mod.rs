@@ -32,9 +32,13 @@ pub struct Counts {
 struct Faults {
     failing_renewals: AtomicUsize,
     lost_acquire_replies: AtomicUsize,
+    panicking_acquires: AtomicUsize,
+    unreachable: std::sync::atomic::AtomicBool,
+    renewed_at: std::sync::Mutex<Vec<tokio::time::Instant>>,
 }
 
-/// A `MemoryStore` that counts calls and fails on request.
+/// A `MemoryStore` that counts calls and fails on request. Several `FaultyStore`s can wrap
+/// one `MemoryStore` (`FaultyStore::over`), each a separate instance's view of it.
 #[derive(Debug, Clone, Default)]
 pub struct FaultyStore {
     pub inner: MemoryStore,
@@ -47,6 +51,11 @@ impl FaultyStore {
         Self::default()
     }
 
+    /// An instance's own faulty view of a shared store.
+    pub fn over(inner: MemoryStore) -> Self {
+        FaultyStore { inner, ..Self::default() }
+    }
+
     /// The next `n` renewals fail with a transient error without reaching the store.
     pub fn fail_renewals(&self, n: usize) {
         self.faults.failing_renewals.store(n, SeqCst);
@@ -55,6 +64,26 @@ impl FaultyStore {
     /// The next `n` acquires reach the store, which acts, but the reply is lost.
     pub fn lose_acquire_replies(&self, n: usize) {
         self.faults.lost_acquire_replies.store(n, SeqCst);
+    }
+
+    /// While set, every operation fails with a transient error without reaching the store,
+    /// as if the network to it were cut.
+    pub fn cut_off(&self, cut: bool) {
+        self.faults.unreachable.store(cut, SeqCst);
+    }
+
+    /// The next `n` acquires panic, as a buggy store might.
+    pub fn panic_on_acquires(&self, n: usize) {
+        self.faults.panicking_acquires.store(n, SeqCst);
+    }
+
+    /// When each renewal was attempted.
+    pub fn renewal_times(&self) -> Vec<tokio::time::Instant> {
+        self.faults.renewed_at.lock().unwrap().clone()
+    }
+
+    fn reachable(&self, operation: &'static str) -> Result<(), Error> {
+        if self.faults.unreachable.load(SeqCst) { Err(unavailable(operation)) } else { Ok(()) }
     }
 
     pub fn acquires(&self) -> usize {
@@ -87,6 +116,10 @@ impl LeaseStore for FaultyStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         self.counts.acquire.fetch_add(1, SeqCst);
+        self.reachable("acquire")?;
+        if take_one(&self.faults.panicking_acquires) {
+            panic!("injected panic in acquire");
+        }
         let outcome = self.inner.acquire(request).await?;
         if take_one(&self.faults.lost_acquire_replies) {
             return Err(unavailable("acquire"));
@@ -101,6 +134,8 @@ impl LeaseStore for FaultyStore {
         lease: Duration,
     ) -> Result<RenewOutcome, Error> {
         self.counts.renew.fetch_add(1, SeqCst);
+        self.faults.renewed_at.lock().unwrap().push(tokio::time::Instant::now());
+        self.reachable("renew")?;
         if take_one(&self.faults.failing_renewals) {
             return Err(unavailable("renew"));
         }
@@ -114,16 +149,19 @@ impl LeaseStore for FaultyStore {
         min: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         self.counts.release.fetch_add(1, SeqCst);
+        self.reachable("release")?;
         self.inner.release(key, token, min).await
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         self.counts.state.fetch_add(1, SeqCst);
+        self.reachable("state")?;
         self.inner.state(key).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         self.counts.watch.fetch_add(1, SeqCst);
+        self.reachable("watch")?;
         self.inner.watch_releases(key).await
     }
 }
@@ -138,5 +176,46 @@ where
     while !check().await {
         assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Log lines written while the returned guard lives, on this thread (so in a
+/// current-thread runtime, by every task): for asserting what was logged, and how often.
+pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Logs) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    (tracing::subscriber::set_default(subscriber), logs)
+}
+
+/// What `capture_logs` collected.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// The lines that contain `text`.
+    pub fn lines_with(&self, text: &str) -> Vec<String> {
+        let bytes = self.0.lock().unwrap();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| l.contains(text))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

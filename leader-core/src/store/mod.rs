@@ -4,6 +4,7 @@
 //! [`LeaseToken`], renewed and released only with that token, and expires on the store's
 //! clock. The electors build everything else on these five operations.
 
+mod disabled;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{DEFAULT_COMMAND_TIMEOUT, RedisStore};
+pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
 pub use watch::ReleaseWatch;
 
@@ -129,6 +131,13 @@ pub trait LeaseStore: Debug + Send + Sync {
     /// A short name of the store's kind, such as `memory` or `redis`, for errors and logs.
     fn kind(&self) -> &'static str;
 
+    /// Whether the store coordinates candidates at all. A [`DisabledStore`] does not: it
+    /// grants every request, so long-lived leadership over it follows
+    /// `when_uncoordinated` instead of asking it. Default: `true`.
+    fn coordinates(&self) -> bool {
+        true
+    }
+
     /// Grants a slot if one is free, or reports when the earliest one expires.
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error>;
 
@@ -161,6 +170,10 @@ pub trait LeaseStore: Debug + Send + Sync {
 impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
     fn kind(&self) -> &'static str {
         (**self).kind()
+    }
+
+    fn coordinates(&self) -> bool {
+        (**self).coordinates()
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {

@@ -1,0 +1,254 @@
+//! [`LeadershipOptions`]: timings, keys and behaviour of long-lived leadership.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::duration::{positive, within_limit};
+use crate::holder::{check_holder_id, default_holder_id};
+use crate::{Error, KeyOptions};
+
+/// What a leadership does over a store that does not coordinate (a
+/// [`DisabledStore`](crate::DisabledStore)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenUncoordinated {
+    /// Never lead, so replicas that share a non-coordinating store cannot all lead.
+    #[default]
+    Follow,
+    /// Lead without coordination: for a single instance or local development.
+    Lead,
+}
+
+/// Options of a [`Leadership`](crate::Leadership), checked by `Leadership::start` (and by a
+/// registry before it starts any role).
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::{LeadershipOptions, MemoryStore};
+///
+/// let options = LeadershipOptions::new()
+///     .lease(Duration::from_secs(10))
+///     .renew_interval(Duration::from_secs(6)); // more than lease / 2
+/// let err = options.validate("scheduler").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid `renew_interval` 6s: must be between 1ms and lease / 2 (5s), so a failed \
+///      renewal can be retried before the lease ends"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeadershipOptions {
+    lease: Duration,
+    renew_interval: Option<Duration>,
+    retry_interval: Duration,
+    retry_jitter: Option<Duration>,
+    max_leaders: u32,
+    holder_id: Option<String>,
+    keys: KeyOptions,
+    when_uncoordinated: WhenUncoordinated,
+}
+
+impl Default for LeadershipOptions {
+    fn default() -> Self {
+        LeadershipOptions {
+            lease: Duration::from_secs(15),
+            renew_interval: None,
+            retry_interval: Duration::from_secs(1),
+            retry_jitter: None,
+            max_leaders: 1,
+            holder_id: None,
+            keys: KeyOptions::default(),
+            when_uncoordinated: WhenUncoordinated::Follow,
+        }
+    }
+}
+
+impl LeadershipOptions {
+    /// The defaults: a 15 s lease renewed every 5 s, candidates retrying every 1 s (plus up to
+    /// 250 ms of jitter), one leader, key `leader:{role}`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long a term lasts without renewal. Default: 15 s. At least 1 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often the leader renews. Default: `lease / 3`. Between 1 ms and `lease / 2`.
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.renew_interval = Some(every);
+        self
+    }
+
+    /// How long a candidate waits before trying again after a failure, and a resigned leader
+    /// before standing again. Candidates facing a full group also wake on every release and
+    /// at the earliest expiry. Default: 1 s. At least 1 ms.
+    pub fn retry_interval(mut self, every: Duration) -> Self {
+        self.retry_interval = every;
+        self
+    }
+
+    /// The most random delay added to each retry, so candidates do not retry in step.
+    /// Default: `retry_interval / 4`. At most `retry_interval`.
+    pub fn retry_jitter(mut self, jitter: Duration) -> Self {
+        self.retry_jitter = Some(jitter);
+        self
+    }
+
+    /// Hold one of `max_leaders` slots: N active members, the rest standbys that take over
+    /// when a member leaves or dies. Default: 1, a single leader.
+    pub fn max_leaders(mut self, max_leaders: u32) -> Self {
+        self.max_leaders = max_leaders;
+        self
+    }
+
+    /// This instance's id in state and logs. Default: `hostname:pid:random`.
+    pub fn holder_id(mut self, holder_id: impl Into<String>) -> Self {
+        self.holder_id = Some(holder_id.into());
+        self
+    }
+
+    /// How the role becomes a store key. Default: `leader:{role}`.
+    pub fn keys(mut self, keys: KeyOptions) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// What to do over a store that does not coordinate. Default: [`WhenUncoordinated::Follow`].
+    pub fn when_uncoordinated(mut self, behaviour: WhenUncoordinated) -> Self {
+        self.when_uncoordinated = behaviour;
+        self
+    }
+
+    /// Checks every option and resolves the key of `role`, touching no store.
+    pub fn validate(&self, role: &str) -> Result<LeadershipSettings, Error> {
+        let key = self.keys.resolve(role)?;
+        let lease = positive("lease", self.lease)?;
+        let ceiling = lease / 2;
+        let renew_interval = self.renew_interval.unwrap_or(lease / 3);
+        if renew_interval < Duration::from_millis(1) || renew_interval > ceiling {
+            return Err(Error::invalid_option(
+                "renew_interval",
+                renew_interval,
+                format!(
+                    "must be between 1ms and lease / 2 ({ceiling:?}), so a failed renewal can be \
+                     retried before the lease ends"
+                ),
+            ));
+        }
+        let retry_interval = positive("retry_interval", self.retry_interval)?;
+        let retry_jitter =
+            within_limit("retry_jitter", self.retry_jitter.unwrap_or(retry_interval / 4))?;
+        if retry_jitter > retry_interval {
+            return Err(Error::invalid_option(
+                "retry_jitter",
+                retry_jitter,
+                format!("must be at most retry_interval ({retry_interval:?})"),
+            ));
+        }
+        if self.max_leaders == 0 {
+            return Err(Error::invalid_option(
+                "max_leaders",
+                0,
+                "must be at least 1 (1 is a single leader)",
+            ));
+        }
+        let holder_id = self.holder_id.clone().unwrap_or_else(default_holder_id);
+        check_holder_id(&holder_id)?;
+        Ok(LeadershipSettings {
+            role: role.to_owned(),
+            key,
+            lease,
+            renew_interval,
+            retry_interval,
+            retry_jitter,
+            max_leaders: self.max_leaders,
+            holder_id: holder_id.into(),
+            when_uncoordinated: self.when_uncoordinated,
+        })
+    }
+}
+
+/// Options after validation, with the role's resolved key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeadershipSettings {
+    /// The role.
+    pub role: String,
+    /// The role's resolved store key.
+    pub key: String,
+    /// The lease of a term.
+    pub lease: Duration,
+    /// The renewal cadence.
+    pub renew_interval: Duration,
+    /// The candidates' retry cadence.
+    pub retry_interval: Duration,
+    /// The most jitter added to a retry.
+    pub retry_jitter: Duration,
+    /// Slots of the role's group.
+    pub max_leaders: u32,
+    /// This instance's id.
+    pub holder_id: Arc<str>,
+    /// Behaviour over a store that does not coordinate.
+    pub when_uncoordinated: WhenUncoordinated,
+}
+
+impl LeadershipSettings {
+    /// `retry_interval` plus a random share of `retry_jitter`.
+    pub(crate) fn retry_delay(&self) -> Duration {
+        let mut bytes = [0u8; 4];
+        let share = match getrandom::fill(&mut bytes) {
+            Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
+            Err(_) => 0.5,
+        };
+        self.retry_interval + self.retry_jitter.mul_f64(share)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let settings = LeadershipOptions::new().validate("scheduler").unwrap();
+        assert_eq!(settings.key, "leader:scheduler");
+        assert_eq!(settings.renew_interval, Duration::from_secs(5));
+        assert_eq!(settings.retry_jitter, Duration::from_millis(250));
+        let delay = settings.retry_delay();
+        assert!(
+            delay >= Duration::from_secs(1) && delay <= Duration::from_millis(1_250),
+            "{delay:?}"
+        );
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        let cases = [
+            (LeadershipOptions::new().lease(Duration::ZERO), "invalid `lease` 0ns"),
+            (
+                LeadershipOptions::new().renew_interval(Duration::ZERO),
+                "invalid `renew_interval` 0ns",
+            ),
+            (
+                LeadershipOptions::new().retry_interval(Duration::ZERO),
+                "invalid `retry_interval` 0ns",
+            ),
+            (
+                LeadershipOptions::new().retry_jitter(Duration::from_secs(2)),
+                "invalid `retry_jitter` 2s: must be at most retry_interval (1s)",
+            ),
+            (LeadershipOptions::new().max_leaders(0), "invalid `max_leaders` 0"),
+            (LeadershipOptions::new().holder_id(""), "invalid `holder_id`"),
+            (LeadershipOptions::new().lease(Duration::MAX), "invalid `lease`"),
+        ];
+        for (options, expected) in cases {
+            let err = options.validate("role").unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{err:?} does not start with {expected:?}");
+        }
+        assert!(matches!(
+            LeadershipOptions::new().validate("two words"),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+}

@@ -1,0 +1,320 @@
+//! The loop behind a [`Leadership`](super::Leadership): stand as candidate, lead while
+//! renewals succeed, step down, and again, until stopped.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep};
+
+use super::{Command, Shared, WhenUncoordinated};
+use crate::lease::{Lease, LossReason};
+use crate::outage::OutageLog;
+use crate::renewal::keep_renewing;
+use crate::store::{AcquireOutcome, AcquireRequest, Grant};
+use crate::{Error, LeaseToken};
+
+/// What the loop does next.
+enum Next {
+    /// Stand as candidate now.
+    Stand,
+    /// Stand again after this pause (after resigning, or after a fault).
+    StandAfter(Duration),
+    /// Stop for good.
+    Stop,
+}
+
+/// Runs the loop until the leadership is stopped.
+pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
+    let mut state = LoopState { term: 0, outage: OutageLog::default(), last_error: None };
+    if !shared.store.coordinates() {
+        uncoordinated(&shared, &mut commands, &mut state).await;
+    } else {
+        let mut next = Next::Stand;
+        loop {
+            next = match next {
+                Next::Stop => break,
+                Next::StandAfter(pause) => {
+                    match pause_unless_stopped(&shared, &mut commands, pause).await {
+                        true => Next::Stand,
+                        false => Next::Stop,
+                    }
+                }
+                Next::Stand => {
+                    let round = AssertUnwindSafe(one_term(&shared, &mut commands, &mut state))
+                        .catch_unwind();
+                    match round.await {
+                        Ok(next) => next,
+                        Err(panic) => {
+                            let message = panic_message(&panic);
+                            tracing::error!(role = %shared.settings.role, message, "leadership loop faulted; backing off");
+                            step_down(&shared, LossReason::SteppedDown);
+                            Next::StandAfter(shared.settings.retry_delay())
+                        }
+                    }
+                }
+            };
+        }
+    }
+    shared.status.send_modify(|status| {
+        status.is_leader = false;
+        status.fence = None;
+        status.stopped = true;
+    });
+}
+
+/// What the loop carries from term to term.
+struct LoopState {
+    term: u64,
+    outage: OutageLog,
+    /// The last non-transient error, so a repeated one is logged once.
+    last_error: Option<String>,
+}
+
+/// One candidacy and, if won, one term.
+async fn one_term(
+    shared: &Arc<Shared>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    state: &mut LoopState,
+) -> Next {
+    let (lease, token) = match stand(shared, commands, state).await {
+        Ok(won) => won,
+        Err(next) => return next,
+    };
+    let settings = &shared.settings;
+    state.term += 1;
+    *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease.clone());
+    shared.status.send_modify(|status| {
+        status.is_leader = true;
+        status.term = state.term;
+        status.fence = Some(lease.fence());
+    });
+    tracing::info!(role = %settings.role, holder = %settings.holder_id, term = state.term, fence = lease.fence(), "elected");
+
+    let ended = tokio::select! {
+        reason = keep_renewing(&*shared.store, &lease, settings.lease, settings.renew_interval, &mut state.outage) => {
+            tracing::warn!(role = %settings.role, term = state.term, %reason, "lost leadership");
+            step_down(shared, reason);
+            return Next::Stand;
+        }
+        () = shared.shutdown.cancelled() => None,
+        command = commands.recv() => command,
+    };
+    step_down(shared, LossReason::SteppedDown);
+    release(shared, token).await;
+    match ended {
+        Some(Command::Resign(done)) => {
+            tracing::info!(role = %settings.role, term = state.term, "resigned");
+            let _ = done.send(());
+            Next::StandAfter(settings.retry_interval)
+        }
+        None => Next::Stop,
+    }
+}
+
+/// Stands as candidate until a slot is won (`Ok`), or says what to do instead (`Err`).
+async fn stand(
+    shared: &Arc<Shared>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    state: &mut LoopState,
+) -> Result<(Lease, LeaseToken), Next> {
+    let settings = &shared.settings;
+    // One token for the whole candidacy: a retry after a lost reply gets the same grant.
+    let token = match LeaseToken::generate() {
+        Ok(token) => token,
+        Err(error) => return Err(failed(shared, state, &error)),
+    };
+    let mut releases = None;
+    loop {
+        if releases.is_none() {
+            match shared.store.watch_releases(&settings.key).await {
+                Ok(watch) => releases = Some(watch),
+                Err(error) => {
+                    let next = failed(shared, state, &error);
+                    return Err(pause_then(shared, commands, next).await);
+                }
+            }
+        }
+        let request = AcquireRequest {
+            key: &settings.key,
+            max_leaders: settings.max_leaders,
+            token,
+            holder: &settings.holder_id,
+            lease_time: settings.lease,
+        };
+        let sent_at = Instant::now();
+        let wait = match shared.store.acquire(request).await {
+            Ok(AcquireOutcome::Granted(grant)) => {
+                succeeded(shared, state);
+                let lease = Lease::new(
+                    &settings.role,
+                    &settings.key,
+                    token,
+                    settings.holder_id.clone(),
+                    grant,
+                    sent_at,
+                );
+                return Ok((lease, token));
+            }
+            Ok(AcquireOutcome::Full { nearest_expiry }) => {
+                succeeded(shared, state);
+                nearest_expiry.min(settings.retry_interval).max(Duration::from_millis(1))
+            }
+            Err(error) => {
+                let next = failed(shared, state, &error);
+                return Err(pause_then(shared, commands, next).await);
+            }
+        };
+        let Some(watch) = releases.as_mut() else { continue };
+        tokio::select! {
+            () = watch.released() => {}
+            () = sleep(wait) => {}
+            () = shared.shutdown.cancelled() => return Err(Next::Stop),
+            command = commands.recv() => match command {
+                // Not leading: nothing to step down from.
+                Some(Command::Resign(done)) => { let _ = done.send(()); }
+                None => return Err(Next::Stop),
+            },
+        }
+    }
+}
+
+/// Logs a failed store call (an outage once, another error once until it changes) and
+/// says to retry after the retry delay.
+fn failed(shared: &Shared, state: &mut LoopState, error: &Error) -> Next {
+    let role = &shared.settings.role;
+    if error.is_transient() {
+        state.outage.failed(role, "election", error);
+    } else {
+        let message = error.to_string();
+        if state.last_error.as_ref() != Some(&message) {
+            tracing::error!(role = %role, %error, "cannot stand for election; retrying");
+            state.last_error = Some(message);
+        }
+    }
+    Next::StandAfter(shared.settings.retry_delay())
+}
+
+fn succeeded(shared: &Shared, state: &mut LoopState) {
+    state.outage.succeeded(&shared.settings.role);
+    state.last_error = None;
+}
+
+/// Waits out `next`'s pause here, so a retry does not return to the caller first.
+async fn pause_then(
+    shared: &Arc<Shared>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    next: Next,
+) -> Next {
+    match next {
+        Next::StandAfter(pause) if !pause_unless_stopped(shared, commands, pause).await => {
+            Next::Stop
+        }
+        Next::StandAfter(_) => Next::Stand,
+        other => other,
+    }
+}
+
+/// Sleeps `pause`, answering resignations (nothing to step down from); false if stopped.
+async fn pause_unless_stopped(
+    shared: &Arc<Shared>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    pause: Duration,
+) -> bool {
+    let until = Instant::now() + pause;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return true,
+            () = shared.shutdown.cancelled() => return false,
+            command = commands.recv() => match command {
+                Some(Command::Resign(done)) => { let _ = done.send(()); }
+                None => return false,
+            },
+        }
+    }
+}
+
+/// Ends the current term, if any: cancels its token and reports the change.
+fn step_down(shared: &Shared, reason: LossReason) {
+    if let Some(lease) = shared.current.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        lease.mark_lost(reason);
+    }
+    shared.status.send_modify(|status| {
+        status.is_leader = false;
+        status.fence = None;
+    });
+}
+
+async fn release(shared: &Shared, token: LeaseToken) {
+    if let Err(error) = shared.store.release(&shared.settings.key, token, Duration::ZERO).await {
+        tracing::warn!(role = %shared.settings.role, %error, "release failed; the slot expires at the end of its lease");
+    }
+}
+
+/// Over a store that does not coordinate: follow (never lead) or lead alone.
+async fn uncoordinated(
+    shared: &Arc<Shared>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    state: &mut LoopState,
+) {
+    let settings = &shared.settings;
+    let leads = settings.when_uncoordinated == WhenUncoordinated::Lead;
+    tracing::warn!(
+        role = %settings.role,
+        store = shared.store.kind(),
+        behaviour = ?settings.when_uncoordinated,
+        "the store does not coordinate: {}",
+        if leads { "leading without coordination" } else { "following; this instance will not lead" }
+    );
+    loop {
+        if leads {
+            state.term += 1;
+            let now = SystemTime::now();
+            let grant = Grant {
+                fence: 0,
+                acquired_at: now,
+                expires_at: now + settings.lease,
+                expires_in: settings.lease,
+            };
+            let token = LeaseToken::from_u128(0);
+            let lease = Lease::new(
+                &settings.role,
+                &settings.key,
+                token,
+                settings.holder_id.clone(),
+                grant,
+                Instant::now(),
+            );
+            *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease);
+            shared.status.send_modify(|status| {
+                status.is_leader = true;
+                status.term = state.term;
+                status.fence = Some(0);
+            });
+        }
+        let command = tokio::select! {
+            () = shared.shutdown.cancelled() => None,
+            command = commands.recv() => command,
+        };
+        step_down(shared, LossReason::SteppedDown);
+        match command {
+            Some(Command::Resign(done)) => {
+                let _ = done.send(());
+                if !pause_unless_stopped(shared, commands, settings.retry_interval).await {
+                    return;
+                }
+            }
+            None => return,
+        }
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

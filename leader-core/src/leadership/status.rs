@@ -1,0 +1,70 @@
+//! What a [`Leadership`](crate::Leadership) reports: its status, and its composition.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::options::WhenUncoordinated;
+
+/// A leadership's state, as [`Leadership::subscribe`](crate::Leadership::subscribe) reports
+/// every change of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeadershipStatus {
+    /// Whether this instance leads now (holds one of the role's slots).
+    pub is_leader: bool,
+    /// How many terms this instance has begun (its acquisitions); not a fencing token.
+    pub term: u64,
+    /// The store's fencing token of the current term, while leading.
+    pub fence: Option<u64>,
+    /// Whether the store coordinates (false over a `DisabledStore`).
+    pub coordinated: bool,
+    /// Whether the leadership was stopped; it will not lead again.
+    pub stopped: bool,
+}
+
+/// The composition of a leadership, for logs and health endpoints; made without touching
+/// the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeadershipDescription {
+    /// The role.
+    pub role: String,
+    /// The role's resolved store key.
+    pub key: String,
+    /// The store's kind, such as `memory` or `redis`.
+    pub store: &'static str,
+    /// Whether the store coordinates.
+    pub coordinated: bool,
+    /// What happens when it does not.
+    pub when_uncoordinated: WhenUncoordinated,
+    /// Slots of the role's group.
+    pub max_leaders: u32,
+    /// This instance's id.
+    pub holder_id: String,
+    /// The lease of a term.
+    pub lease: Duration,
+    /// The renewal cadence.
+    pub renew_interval: Duration,
+    /// The candidates' retry cadence.
+    pub retry_interval: Duration,
+    /// The most jitter added to a retry.
+    pub retry_jitter: Duration,
+}
+
+impl fmt::Display for LeadershipDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "role `{}` on {} store key `{}` ({} of {} slots as `{}`): lease {:?}, renew every {:?}, \
+             retry every {:?} + up to {:?}",
+            self.role,
+            self.store,
+            self.key,
+            if self.coordinated { "one" } else { "uncoordinated, one" },
+            self.max_leaders,
+            self.holder_id,
+            self.lease,
+            self.renew_interval,
+            self.retry_interval,
+            self.retry_jitter
+        )
+    }
+}

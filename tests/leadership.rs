@@ -1,0 +1,301 @@
+//! Long-lived leadership, under paused time on `MemoryStore` (and on Redis where the
+//! behaviour is the store's).
+
+mod support;
+
+use std::time::Duration;
+
+use leader::{
+    DisabledStore, Leadership, LeadershipOptions, LeaseStore, MemoryStore, RedisStore,
+    WhenUncoordinated,
+};
+use support::redis_server::RedisServer;
+use support::{FaultyStore, capture_logs, eventually};
+use tokio::time::{Instant, sleep, timeout};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn options() -> LeadershipOptions {
+    // lease 15 s, renew every 5 s, retry every 1 s + up to 250 ms.
+    LeadershipOptions::new()
+}
+
+async fn start(
+    role: &str,
+    store: impl LeaseStore + 'static,
+    options: LeadershipOptions,
+) -> Leadership {
+    Leadership::start(role, store, options).await.expect("valid options")
+}
+
+async fn leaders(instances: &[Leadership]) -> Vec<usize> {
+    instances.iter().enumerate().filter(|(_, l)| l.is_leader()).map(|(i, _)| i).collect()
+}
+
+/// Waits (in paused time, so instantly) until exactly `n` instances lead; returns which.
+async fn settle(instances: &[Leadership], n: usize) -> Vec<usize> {
+    let deadline = Instant::now() + 60 * SECOND;
+    loop {
+        let now_leading = leaders(instances).await;
+        if now_leading.len() == n {
+            return now_leading;
+        }
+        assert!(Instant::now() < deadline, "never {n} leaders; now {now_leading:?}");
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
+    let store = MemoryStore::new();
+    let mut instances = Vec::new();
+    for i in 0..5 {
+        instances.push(
+            start("scheduler", store.clone(), options().holder_id(format!("instance-{i}"))).await,
+        );
+    }
+    let first = settle(&instances, 1).await;
+    let leader = &instances[first[0]];
+    let (term, fence) = (leader.term(), leader.fence());
+    assert_eq!(term, 1);
+    for _ in 0..20 {
+        sleep(3 * SECOND).await; // a minute of renewals
+        assert_eq!(leaders(&instances).await, first, "leadership moved or was shared");
+    }
+    assert_eq!((leader.term(), leader.fence()), (term, fence), "the same term throughout");
+    assert!(!leader.leadership_token().is_cancelled());
+    for other in instances.iter().filter(|l| !l.is_leader()) {
+        assert!(other.leadership_token().is_cancelled(), "a follower's token is cancelled");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_hands_over_without_waiting_for_expiry() {
+    let store = MemoryStore::new();
+    let a = start("outbox", store.clone(), options()).await;
+    let term = a.wait_for_leadership().await;
+    let b = start("outbox", store.clone(), options()).await;
+    sleep(SECOND).await;
+    assert!(!b.is_leader());
+    let stopped_at = Instant::now();
+    a.stop().await;
+    assert!(term.is_cancelled() && !a.is_leader() && a.status().stopped);
+    timeout(SECOND, b.wait_for_leadership()).await.expect("b leads at once");
+    assert!(stopped_at.elapsed() < 10 * Duration::from_millis(1), "{:?}", stopped_at.elapsed());
+    // A stopped leadership never waits for leadership again.
+    assert!(a.wait_for_leadership().await.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_leader_is_replaced_within_the_lease() {
+    let shared = MemoryStore::new();
+    let crashing = FaultyStore::over(shared.clone());
+    let a = start("reports", crashing.clone(), options()).await;
+    let a_term = a.wait_for_leadership().await;
+    let b = start("reports", shared.clone(), options()).await;
+    sleep(SECOND).await;
+    // Cut a off from the store: it renews no more and releases nothing.
+    crashing.cut_off(true);
+    let cut_at = Instant::now();
+    timeout(20 * SECOND, b.wait_for_leadership()).await.expect("b takes over");
+    let took_over = cut_at.elapsed();
+    // The slot lives at most one lease (15 s) past a's last renewal, which came before the cut;
+    // b notices the expiry at once (its timer is set to the nearest expiry).
+    assert!(took_over <= 15 * SECOND, "took {took_over:?}");
+    assert!(a_term.is_cancelled(), "a stepped down by then (its local deadline came first)");
+    assert!(!a.is_leader());
+}
+
+#[tokio::test(start_paused = true)]
+async fn resign_lets_another_instance_lead_first() {
+    let store = MemoryStore::new();
+    let a = start("janitor", store.clone(), options()).await;
+    a.wait_for_leadership().await;
+    let b = start("janitor", store.clone(), options()).await;
+    let c = start("janitor", store.clone(), options()).await;
+    sleep(SECOND).await;
+    let resigned_at = Instant::now();
+    a.resign().await;
+    assert!(!a.is_leader());
+    let instances = [a.clone(), b, c];
+    let now_leading = settle(&instances, 1).await;
+    assert_ne!(now_leading, [0], "a won its own resignation back");
+    assert!(resigned_at.elapsed() < SECOND);
+    sleep(30 * SECOND).await;
+    assert!(!a.is_leader(), "the new leader keeps its term");
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease() {
+    let store = FaultyStore::new();
+    let leadership =
+        start("billing", store.clone(), options().lease(12 * SECOND).renew_interval(4 * SECOND))
+            .await;
+    let token = leadership.wait_for_leadership().await;
+    let elected_at = Instant::now();
+    store.fail_renewals(2);
+    sleep(20 * SECOND).await;
+    assert!(
+        !token.is_cancelled() && leadership.is_leader(),
+        "the term survived two failed renewals"
+    );
+    let offsets: Vec<Duration> = store.renewal_times().iter().map(|t| *t - elected_at).collect();
+    // t=4 fails (8 s left: retry at the cadence, 4 s); t=8 fails (4 s left: retry at half,
+    // 2 s); t=10 succeeds; then every 4 s.
+    let expected: Vec<Duration> = [4, 8, 10, 14, 18].map(Duration::from_secs).to_vec();
+    assert_eq!(offsets, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
+    let store = MemoryStore::new();
+    let leadership = start("fenced", store.clone(), options()).await;
+    let token = leadership.wait_for_leadership().await;
+    let lease = leadership.lease().unwrap();
+    // An operator frees the slot; the next renewal (within 5 s) is refused.
+    store.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
+    let freed_at = Instant::now();
+    timeout(10 * SECOND, token.cancelled()).await.expect("token cancelled");
+    assert!(freed_at.elapsed() <= 5 * SECOND);
+    assert_eq!(lease.loss_reason(), Some(leader::LossReason::Refused));
+    // The slot is free, so it is elected again, in a new term with a higher fence.
+    let old_fence = lease.fence();
+    leadership.wait_for_leadership().await;
+    assert_eq!(leadership.term(), 2);
+    assert!(leadership.fence().unwrap() > old_fence);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
+    let (_guard, logs) = capture_logs();
+    let store = FaultyStore::new();
+    store.cut_off(true);
+    let leadership = start("ledger", store.clone(), options()).await;
+    sleep(30 * SECOND).await;
+    assert!(!leadership.is_leader());
+    assert!(store.acquires() + store.watches() > 20, "retried every ~1 s");
+    assert_eq!(logs.lines_with("store outage:").len(), 1, "{:?}", logs.lines_with("store"));
+    store.cut_off(false);
+    timeout(10 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("leads once the store is back");
+    assert_eq!(logs.lines_with("store outage over").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_in_the_loop_is_logged_and_survived() {
+    let (_guard, logs) = capture_logs();
+    let store = FaultyStore::new();
+    store.panic_on_acquires(1);
+    let leadership = start("sturdy", store.clone(), options()).await;
+    timeout(10 * SECOND, leadership.wait_for_leadership()).await.expect("leads after the fault");
+    assert_eq!(logs.lines_with("leadership loop faulted").len(), 1);
+    assert!(!logs.lines_with("injected panic in acquire").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_keeps_n_active_members_and_standbys_take_over() {
+    let store = MemoryStore::new();
+    let mut instances = Vec::new();
+    for _ in 0..4 {
+        instances.push(start("workers", store.clone(), options().max_leaders(2)).await);
+    }
+    let active = settle(&instances, 2).await;
+    instances[active[0]].stop().await;
+    let live: Vec<Leadership> = instances
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != active[0])
+        .map(|(_, l)| l.clone())
+        .collect();
+    let now_active = settle(&live, 2).await;
+    assert_eq!(now_active.len(), 2, "a standby took the freed slot");
+    let fences: Vec<u64> = live.iter().filter_map(Leadership::fence).collect();
+    assert_eq!(fences.len(), 2);
+    assert_ne!(fences[0], fences[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn subscribers_see_every_change_with_term_and_fence() {
+    let store = MemoryStore::new();
+    let leadership = start("watched", store, options()).await;
+    let mut changes = leadership.subscribe();
+    let elected = *changes.wait_for(|s| s.is_leader).await.unwrap();
+    assert_eq!((elected.term, elected.fence, elected.coordinated), (1, Some(1), true));
+    leadership.resign().await;
+    let stepped_down = *changes.wait_for(|s| !s.is_leader).await.unwrap();
+    assert_eq!((stepped_down.term, stepped_down.fence), (1, None));
+    let again = *changes.wait_for(|s| s.is_leader).await.unwrap();
+    assert_eq!((again.term, again.fence), (2, Some(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
+    let (_guard, logs) = capture_logs();
+    let follower = start("local", DisabledStore, options()).await;
+    let leader =
+        start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead))
+            .await;
+    sleep(10 * SECOND).await;
+    assert!(!follower.is_coordinated() && !follower.is_leader());
+    assert!(!leader.is_coordinated() && leader.is_leader());
+    assert!(!leader.leadership_token().is_cancelled());
+    assert_eq!(logs.lines_with("does not coordinate").len(), 2, "once per role");
+    assert!(!follower.describe().coordinated);
+}
+
+#[tokio::test]
+async fn describe_reports_the_composition_even_with_the_store_cut_off() {
+    let store = FaultyStore::new();
+    store.cut_off(true);
+    let options =
+        options().keys(leader::KeyOptions::new().namespace("billing:")).holder_id("node-1");
+    let leadership = start("scheduler", store.clone(), options).await;
+    let description = leadership.describe();
+    assert_eq!(description.key, "billing:leader:scheduler");
+    assert_eq!((description.store, description.max_leaders), ("faulty", 1));
+    assert_eq!(
+        description.to_string(),
+        "role `scheduler` on faulty store key `billing:leader:scheduler` (one of 1 slots as `node-1`): \
+         lease 15s, renew every 5s, retry every 1s + up to 250ms"
+    );
+    leadership.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_options_fail_before_anything_starts() {
+    let store = FaultyStore::new();
+    let err = Leadership::start(
+        "x",
+        store.clone(),
+        options().lease(10 * SECOND).renew_interval(6 * SECOND),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().starts_with("invalid `renew_interval` 6s"), "{err}");
+    assert!(Leadership::start("two words", store.clone(), options()).await.is_err());
+    assert_eq!(store.acquires() + store.watches(), 0, "nothing touched the store");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
+    let server = RedisServer::start();
+    let options = options().lease(10 * SECOND).retry_interval(Duration::from_millis(200));
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        let store = RedisStore::connect(&server.url()).await.unwrap(); // a process each, in effect
+        instances.push(start("redis-role", store, options.clone()).await);
+    }
+    eventually(10 * SECOND, "one leader", || async { leaders(&instances).await.len() == 1 }).await;
+    sleep(Duration::from_millis(500)).await;
+    let first = leaders(&instances).await;
+    assert_eq!(first.len(), 1);
+    let stopped_at = std::time::Instant::now();
+    instances[first[0]].stop().await;
+    eventually(5 * SECOND, "another leader", || async {
+        let now = leaders(&instances).await;
+        now.len() == 1 && now != first
+    })
+    .await;
+    assert!(stopped_at.elapsed() < 5 * SECOND, "handed over by release, not by the 10 s expiry");
+}
