@@ -18,6 +18,7 @@ pub mod __private {
 }
 
 mod acquire;
+mod channel;
 mod default_store;
 mod duration;
 mod elector;
@@ -37,6 +38,10 @@ mod state;
 pub mod store;
 mod token;
 
+pub use channel::{
+    Delivery, DropCounts, DropReason, FullMode, LeaderChannel, LeaderChannelOptions,
+    LeaderChannelReader, LeaderChannelWriter,
+};
 /// The deadpool-redis (and, as `deadpool_redis::redis`, redis) version the Redis store is
 /// built on, for building its configurations and pools.
 #[cfg(feature = "redis")]

@@ -179,18 +179,57 @@ where
     }
 }
 
-/// Log lines written while the returned guard lives, on this thread (so in a
-/// current-thread runtime, by every task): for asserting what was logged, and how often.
-pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Logs) {
+thread_local! {
+    static CAPTURING: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Log lines written on this thread while the returned guard lives (so, in a current-thread
+/// runtime, by every task of the test): for asserting what was logged, and how often.
+///
+/// One global subscriber serves every test of the binary and writes each line to the
+/// capture of the thread that logged it; per-test scoped subscribers would race over
+/// tracing's process-wide caches when tests run in parallel.
+pub fn capture_logs() -> (CaptureGuard, Logs) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(|| ThreadCapture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+    });
     let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .without_time()
-        .with_writer(move || writer.clone())
-        .finish();
-    (tracing::subscriber::set_default(subscriber), logs)
+    CAPTURING.with(|capturing| *capturing.borrow_mut() = Some(logs.clone()));
+    (CaptureGuard, logs)
+}
+
+/// Stops capturing on drop.
+pub struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURING.with(|capturing| *capturing.borrow_mut() = None);
+    }
+}
+
+/// Writes to the capture of the current thread, if any.
+struct ThreadCapture;
+
+impl std::io::Write for ThreadCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURING.with(|capturing| {
+            if let Some(logs) = &mut *capturing.borrow_mut() {
+                logs.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What `capture_logs` collected.
@@ -206,16 +245,5 @@ impl Logs {
             .filter(|l| l.contains(text))
             .map(str::to_owned)
             .collect()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
