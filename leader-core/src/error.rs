@@ -114,6 +114,27 @@ pub enum Error {
         timeout: Duration,
     },
 
+    /// A registry was given the same role twice.
+    #[error("role `{role}` is already in the registry; each role can be added once")]
+    RoleAlreadyAdded {
+        /// The repeated role.
+        role: String,
+    },
+
+    /// Two roles of a registry resolve to the same store key, so they would be one election.
+    #[error(
+        "roles `{first}` and `{second}` both resolve to key {key:?}; give them distinct keys \
+         (an exact key or a format with `{{role}}`)"
+    )]
+    RolesShareKey {
+        /// The role added first.
+        first: String,
+        /// The role added later.
+        second: String,
+        /// The key they share.
+        key: String,
+    },
+
     /// A macro-wrapped function was called with no `store = …` and no process-wide default.
     #[error(
         "no lease store: pass `store = <expr>` to the macro, or install a process-wide default \

@@ -54,8 +54,8 @@ pub use group::LeaderGroupElector;
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
 pub use leadership::{
-    Leadership, LeadershipDescription, LeadershipOptions, LeadershipSettings, LeadershipStatus,
-    WhenUncoordinated,
+    Leadership, LeadershipDescription, LeadershipOptions, LeadershipRegistry, LeadershipSettings,
+    LeadershipStatus, Roles, WhenUncoordinated,
 };
 pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};

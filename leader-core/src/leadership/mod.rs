@@ -2,6 +2,7 @@
 //! lives, renewed in the background.
 
 mod options;
+mod registry;
 mod run;
 mod status;
 
@@ -12,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use options::{LeadershipOptions, LeadershipSettings, WhenUncoordinated};
+pub use registry::{LeadershipRegistry, Roles};
 pub use status::{LeadershipDescription, LeadershipStatus};
 
 use crate::{Error, Lease, LeaseStore};

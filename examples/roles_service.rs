@@ -1,0 +1,101 @@
+//! A long-running service with two roles, `scheduler` and `outbox`, kept by a
+//! `LeadershipRegistry`. Start it in two terminals against one Redis: one instance leads
+//! each role, the other stands by; Ctrl-C in the leading one hands over at once.
+//!
+//! ```text
+//! cargo run --example roles_service -- --redis redis://127.0.0.1:6379
+//! cargo run --example roles_service                      # in-memory: leads both roles alone
+//! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leader::{
+    LeaderChannel, LeaderChannelOptions, Leadership, LeadershipOptions, LeadershipRegistry,
+    LeaseStore, MemoryStore, RedisStore,
+};
+use tokio::time::{interval, sleep};
+
+/// The scheduler: while leading, fires a job every second, fenced by the term's fence.
+async fn scheduler(leadership: Leadership) {
+    loop {
+        let term = leadership.wait_for_leadership().await;
+        if term.is_cancelled() {
+            return; // stopped
+        }
+        let fence = leadership.fence().unwrap_or_default();
+        println!("scheduler: leading (term {}, fence {fence})", leadership.term());
+        let mut ticks = interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => println!("scheduler: job fired under fence {fence}"),
+                () = term.cancelled() => break,
+            }
+        }
+        println!("scheduler: term over");
+    }
+}
+
+/// The outbox: every instance produces events; only the leader's reach the relay.
+async fn outbox(leadership: Leadership) -> Result<(), leader::Error> {
+    let channel = LeaderChannel::new(
+        "outbox-events",
+        &leadership,
+        LeaderChannelOptions::new().drain_on_loss(true),
+    )?;
+    let writer = channel.writer();
+    tokio::spawn(async move {
+        for event in 0u64.. {
+            writer.send(event).await;
+            sleep(Duration::from_millis(700)).await;
+        }
+    });
+    let reader = channel.reader();
+    while let Some(event) = reader.recv().await {
+        println!("outbox: relayed event {event} (dropped so far: {:?})", channel.drops());
+    }
+    Ok(())
+}
+
+async fn store_from_args(args: &[String]) -> Result<Arc<dyn LeaseStore>, leader::Error> {
+    match args.iter().position(|arg| arg == "--redis") {
+        Some(i) => {
+            let url = args.get(i + 1).map(String::as_str).unwrap_or_default();
+            Ok(Arc::new(RedisStore::connect(url).await?))
+        }
+        None => Ok(Arc::new(MemoryStore::new())),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let run_for = match args.iter().position(|arg| arg == "--run-for") {
+        Some(i) => Some(Duration::from_secs(
+            args.get(i + 1).and_then(|s| s.parse().ok()).ok_or("--run-for SECONDS")?,
+        )),
+        None => None,
+    };
+    let store = store_from_args(&args).await?;
+
+    let mut registry = LeadershipRegistry::new(store)
+        .defaults(LeadershipOptions::new().lease(Duration::from_secs(6)));
+    registry.add_role("scheduler")?.add_role("outbox")?;
+    let roles = registry.start()?;
+    for role in roles.iter() {
+        println!("{}", role.describe());
+    }
+    let scheduler_role = roles.get("scheduler").ok_or("scheduler role")?.clone();
+    let outbox_role = roles.get("outbox").ok_or("outbox role")?.clone();
+    tokio::spawn(scheduler(scheduler_role));
+    tokio::spawn(outbox(outbox_role));
+
+    match run_for {
+        Some(period) => sleep(period).await,
+        None => tokio::signal::ctrl_c().await?,
+    }
+    println!("shutting down: releasing every role");
+    roles.stop().await;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! [`LeadershipRegistry`]: several roles started together, looked up by name, stopped
+//! together.
+
+use std::sync::Arc;
+
+use super::{Leadership, LeadershipOptions, LeadershipSettings};
+use crate::{Error, LeaseStore, check_name};
+
+/// Roles to start together over one store, each with its own options.
+///
+/// Every role's options and key are checked before any role starts; a repeated role, or
+/// two roles that resolve to one key, are refused.
+///
+/// ```
+/// use leader_core::{LeadershipOptions, LeadershipRegistry, MemoryStore};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// let mut registry = LeadershipRegistry::new(MemoryStore::new());
+/// registry.add_role("scheduler")?;
+/// registry.add_role_with("outbox", LeadershipOptions::new().lease(Duration::from_secs(30)))?;
+/// assert!(registry.add_role("scheduler").is_err());
+///
+/// let roles = registry.start()?;
+/// roles.get("scheduler").unwrap().wait_for_leadership().await;
+/// roles.stop().await; // every role releases its slot
+/// # Ok(()) }
+/// ```
+pub struct LeadershipRegistry {
+    store: Arc<dyn LeaseStore>,
+    defaults: LeadershipOptions,
+    roles: Vec<(String, Option<LeadershipOptions>)>,
+}
+
+impl LeadershipRegistry {
+    /// An empty registry over `store`, with default options for roles added without their own.
+    pub fn new(store: impl LeaseStore + 'static) -> Self {
+        LeadershipRegistry {
+            store: Arc::new(store),
+            defaults: LeadershipOptions::default(),
+            roles: Vec::new(),
+        }
+    }
+
+    /// The options of roles added with [`add_role`](Self::add_role). Default:
+    /// `LeadershipOptions::default()`.
+    pub fn defaults(mut self, options: LeadershipOptions) -> Self {
+        self.defaults = options;
+        self
+    }
+
+    /// Adds `role` with the registry's default options.
+    pub fn add_role(&mut self, role: &str) -> Result<&mut Self, Error> {
+        self.add(role, None)
+    }
+
+    /// Adds `role` with its own options.
+    pub fn add_role_with(
+        &mut self,
+        role: &str,
+        options: LeadershipOptions,
+    ) -> Result<&mut Self, Error> {
+        self.add(role, Some(options))
+    }
+
+    fn add(&mut self, role: &str, options: Option<LeadershipOptions>) -> Result<&mut Self, Error> {
+        check_name(role)?;
+        if self.roles.iter().any(|(added, _)| added == role) {
+            return Err(Error::RoleAlreadyAdded { role: role.to_owned() });
+        }
+        self.roles.push((role.to_owned(), options));
+        Ok(self)
+    }
+
+    /// Checks every role's options and key, touching no store.
+    pub fn validate(&self) -> Result<Vec<LeadershipSettings>, Error> {
+        let mut settings: Vec<LeadershipSettings> = Vec::with_capacity(self.roles.len());
+        for (role, options) in &self.roles {
+            let checked = options.as_ref().unwrap_or(&self.defaults).validate(role)?;
+            if let Some(same) = settings.iter().find(|earlier| earlier.key == checked.key) {
+                return Err(Error::RolesShareKey {
+                    first: same.role.clone(),
+                    second: role.clone(),
+                    key: checked.key,
+                });
+            }
+            settings.push(checked);
+        }
+        Ok(settings)
+    }
+
+    /// Validates every role, then starts them all.
+    pub fn start(self) -> Result<Roles, Error> {
+        let settings = self.validate()?;
+        let leaderships = settings
+            .into_iter()
+            .map(|settings| Leadership::start_validated(settings, self.store.clone()))
+            .collect();
+        Ok(Roles { leaderships })
+    }
+}
+
+/// The started roles of a [`LeadershipRegistry`].
+#[derive(Debug)]
+pub struct Roles {
+    leaderships: Vec<Leadership>,
+}
+
+impl Roles {
+    /// The leadership of `role`, if the registry had it.
+    pub fn get(&self, role: &str) -> Option<&Leadership> {
+        self.leaderships.iter().find(|leadership| leadership.role() == role)
+    }
+
+    /// Every role's leadership, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = &Leadership> {
+        self.leaderships.iter()
+    }
+
+    /// Stops every role at once, each releasing its slot, and waits for all of them.
+    pub async fn stop(self) {
+        let stopping = self.leaderships.iter().map(Leadership::stop);
+        futures_util::future::join_all(stopping).await;
+    }
+}
