@@ -445,3 +445,43 @@ fn bad_options_fail_at_construction() {
         assert!(err.starts_with(expected), "{err:?} does not start with {expected:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_store_call_has_a_span_with_group_holder_fence_and_outcome_and_no_token() {
+    let (_guard, logs) = support::capture_logs();
+    let options =
+        LeaderElectionOptions::new().lease_time(3 * SECOND).auto_extend(true).holder_id("node-7");
+    let elector = LeaderElector::new(MemoryStore::new(), options).unwrap();
+    let token = elector
+        .run_if_leader("traced", |lease| async move {
+            sleep(Duration::from_millis(2_500)).await;
+            lease.token()
+        })
+        .await
+        .unwrap()
+        .elected()
+        .unwrap();
+    elector.state("traced").await.unwrap();
+    let closed = |span: &str| {
+        logs.lines_with(&format!("{span}{{"))
+            .into_iter()
+            .filter(|l| l.contains("close"))
+            .collect::<Vec<_>>()
+    };
+    let acquire = closed("leader.acquire");
+    assert_eq!(acquire.len(), 1, "{acquire:?}");
+    for field in ["group=\"leader:traced\"", "holder=\"node-7\"", "fence=1", "outcome=\"elected\""]
+    {
+        assert!(acquire[0].contains(field), "{field} missing from {}", acquire[0]);
+    }
+    let renew = closed("leader.renew");
+    assert_eq!(renew.len(), 2, "renewed at 1 s and 2 s: {renew:?}");
+    assert!(
+        renew[0].contains("outcome=\"renewed\"") && renew[0].contains("fence=1"),
+        "{}",
+        renew[0]
+    );
+    assert!(closed("leader.release")[0].contains("outcome=\"released\""));
+    assert!(closed("leader.state")[0].contains("active=0"));
+    assert!(logs.lines_with(&token.to_string()).is_empty(), "a token reached the log");
+}

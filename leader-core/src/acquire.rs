@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::Error;
 use crate::guard::SlotGuard;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, LeaseStore};
+use crate::{Error, telemetry};
 
 /// Acquires a slot within `wait_time`, or `None` if every attempt found the group full.
 ///
@@ -28,7 +28,7 @@ pub(crate) async fn acquire_slot(
     loop {
         let sent_at = Instant::now();
         guard.set_armed(true);
-        let outcome = store.acquire(request).await;
+        let outcome = telemetry::acquire(store, request).await;
         let nearest_expiry = match outcome {
             Ok(AcquireOutcome::Granted(grant)) => return Ok(Some((grant, sent_at))),
             Ok(AcquireOutcome::Full { nearest_expiry }) => nearest_expiry,

@@ -10,6 +10,7 @@ use crate::guard::SlotGuard;
 use crate::options::Settings;
 use crate::renewal::supervise;
 use crate::store::{AcquireRequest, LeaseStore};
+use crate::telemetry;
 use crate::{
     Error, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease, LeaseToken,
 };
@@ -126,6 +127,7 @@ impl LeaderGroupElector {
         };
         let lease = Lease::new(name, &key, token, settings.holder_id.clone(), grant, sent_at);
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
+        telemetry::metric::transition(&key, "elected");
 
         // Renewal runs as a task of its own, so a body that hogs its thread cannot starve it
         // on a multi-threaded runtime; it stops when the body ends or this future is dropped.
@@ -139,6 +141,7 @@ impl LeaderGroupElector {
             AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind().await;
         drop(supervisor);
         guard.release().await;
+        lease.released();
         match outcome {
             Ok(value) => Ok(LeaderRunResult::Elected(value)),
             Err(panic) => std::panic::resume_unwind(panic),
@@ -148,7 +151,7 @@ impl LeaderGroupElector {
     /// The group's live slots, as the store reports them.
     pub async fn state(&self, name: &str) -> Result<LeaderGroupState, Error> {
         let key = self.settings.keys.resolve(name)?;
-        let snapshot = self.store.state(&key).await?;
+        let snapshot = telemetry::state(&*self.store, &key).await?;
         Ok(LeaderGroupState {
             name: name.to_owned(),
             key,

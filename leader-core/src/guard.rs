@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::LeaseToken;
 use crate::store::{LeaseStore, ReleaseOutcome};
+use crate::{LeaseToken, telemetry};
 
 /// Releases the slot of `token` when dropped while armed, in the background.
 ///
@@ -65,7 +65,7 @@ async fn release_logged(
     token: LeaseToken,
     min_lease_time: Duration,
 ) -> Option<ReleaseOutcome> {
-    match store.release(key, token, min_lease_time).await {
+    match telemetry::release(store, key, token, min_lease_time).await {
         Ok(outcome) => {
             tracing::debug!(key, ?outcome, "slot released");
             Some(outcome)

@@ -1,14 +1,15 @@
 //! [`Lease`]: what a winner holds while its body runs.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::LeaseToken;
 use crate::store::Grant;
+use crate::{LeaseToken, telemetry};
 
 tokio::task_local! {
     static CURRENT: Lease;
@@ -70,6 +71,23 @@ struct Inner {
     expiry: Mutex<Expiry>,
     lost: CancellationToken,
     loss_reason: OnceLock<LossReason>,
+    /// Whether the `leader_held_slots` gauge still counts this lease.
+    held: AtomicBool,
+}
+
+impl Inner {
+    /// Stops counting this lease as held, once.
+    fn end_hold(&self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            telemetry::metric::held_slots(&self.key, -1.0);
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.end_hold();
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -91,6 +109,7 @@ impl Lease {
         grant: Grant,
         sent_at: Instant,
     ) -> Self {
+        telemetry::metric::held_slots(key, 1.0);
         Lease {
             inner: Arc::new(Inner {
                 name: name.to_owned(),
@@ -105,6 +124,7 @@ impl Lease {
                 }),
                 lost: CancellationToken::new(),
                 loss_reason: OnceLock::new(),
+                held: AtomicBool::new(true),
             }),
         }
     }
@@ -192,9 +212,17 @@ impl Lease {
         *expiry = Expiry { at: expires_at, deadline: sent_at + expires_in };
     }
 
+    /// Records that the slot was released: the lease no longer counts as held.
+    pub(crate) fn released(&self) {
+        self.inner.end_hold();
+    }
+
     /// Fires the loss signal; the first reason given is kept.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
+        self.inner.end_hold();
         if self.inner.loss_reason.set(reason).is_ok() {
+            let transition = if reason == LossReason::SteppedDown { "resigned" } else { "lost" };
+            telemetry::metric::transition(&self.inner.key, transition);
             tracing::warn!(
                 group = %self.inner.name,
                 holder = %self.inner.holder,

@@ -36,6 +36,7 @@ mod renewal;
 mod run_result;
 mod state;
 pub mod store;
+mod telemetry;
 mod token;
 
 pub use channel::{

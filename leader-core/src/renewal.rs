@@ -8,6 +8,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use crate::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
+use crate::telemetry;
 
 /// Watches `lease` until it is lost, renewing it every `extend_every` if that is set.
 ///
@@ -54,7 +55,17 @@ pub(crate) async fn keep_renewing(
             return LossReason::Expired;
         }
         let sent_at = Instant::now();
-        let renewal = timeout_at(deadline, store.renew(lease.key(), lease.token(), lease_time));
+        let renewal = timeout_at(
+            deadline,
+            telemetry::renew(
+                store,
+                lease.key(),
+                lease.holder(),
+                lease.fence(),
+                lease.token(),
+                lease_time,
+            ),
+        );
         match renewal.await {
             Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
                 outage.succeeded(lease.name());

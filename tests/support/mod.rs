@@ -196,6 +196,7 @@ pub fn capture_logs() -> (CaptureGuard, Logs) {
             .with_max_level(tracing::Level::DEBUG)
             .with_ansi(false)
             .without_time()
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_writer(|| ThreadCapture)
             .finish();
         tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");

@@ -75,6 +75,12 @@ impl Drops {
             DropReason::Loss => &self.loss,
         };
         total.fetch_add(n, Ordering::Relaxed);
+        let label = match reason {
+            DropReason::Follower => "follower",
+            DropReason::Full => "full",
+            DropReason::Loss => "loss",
+        };
+        crate::telemetry::metric::channel_dropped(channel, label, n);
         let mut unreported = self.unreported.lock().unwrap_or_else(|p| p.into_inner());
         unreported.0.add(reason, n);
         let now = Instant::now();

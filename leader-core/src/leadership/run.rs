@@ -14,7 +14,7 @@ use crate::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::renewal::keep_renewing;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
-use crate::{Error, LeaseToken};
+use crate::{Error, LeaseToken, telemetry};
 
 /// What the loop does next.
 enum Next {
@@ -91,6 +91,8 @@ async fn one_term(
         status.term = state.term;
         status.fence = Some(lease.fence());
     });
+    telemetry::metric::transition(&settings.key, "elected");
+    telemetry::metric::is_leader(&settings.role, true);
     tracing::info!(role = %settings.role, holder = %settings.holder_id, term = state.term, fence = lease.fence(), "elected");
 
     let ended = tokio::select! {
@@ -145,7 +147,7 @@ async fn stand(
             lease_time: settings.lease,
         };
         let sent_at = Instant::now();
-        let wait = match shared.store.acquire(request).await {
+        let wait = match telemetry::acquire(&*shared.store, request).await {
             Ok(AcquireOutcome::Granted(grant)) => {
                 succeeded(shared, state);
                 let lease = Lease::new(
@@ -245,10 +247,13 @@ fn step_down(shared: &Shared, reason: LossReason) {
         status.is_leader = false;
         status.fence = None;
     });
+    telemetry::metric::is_leader(&shared.settings.role, false);
 }
 
 async fn release(shared: &Shared, token: LeaseToken) {
-    if let Err(error) = shared.store.release(&shared.settings.key, token, Duration::ZERO).await {
+    if let Err(error) =
+        telemetry::release(&*shared.store, &shared.settings.key, token, Duration::ZERO).await
+    {
         tracing::warn!(role = %shared.settings.role, %error, "release failed; the slot expires at the end of its lease");
     }
 }

@@ -1,0 +1,167 @@
+//! Spans, events and metrics, in one place: every store call the electors and leaderships
+//! make goes through here.
+//!
+//! Spans (`leader.acquire`, `leader.renew`, `leader.release`, `leader.state`) are at debug
+//! level and carry the group key, holder, fence and outcome; tokens never appear. Metrics
+//! (feature `metrics`, through the `metrics` facade) are listed in the README.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome};
+use crate::{Error, LeaseStore, LeaseToken};
+
+/// One store acquire, in a span, counted and timed.
+pub(crate) async fn acquire(
+    store: &dyn LeaseStore,
+    request: AcquireRequest<'_>,
+) -> Result<AcquireOutcome, Error> {
+    let span = tracing::debug_span!(
+        "leader.acquire",
+        group = request.key,
+        holder = request.holder,
+        fence = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let result = store.acquire(request).instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(AcquireOutcome::Granted(grant)) => {
+            span.record("fence", grant.fence);
+            "elected"
+        }
+        Ok(AcquireOutcome::Full { .. }) => "skipped",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    metric::acquired(request.key, outcome, started.elapsed());
+    result
+}
+
+/// One store renewal, in a span, counted.
+pub(crate) async fn renew(
+    store: &dyn LeaseStore,
+    key: &str,
+    holder: &str,
+    fence: u64,
+    token: LeaseToken,
+    lease_time: Duration,
+) -> Result<RenewOutcome, Error> {
+    let span = tracing::debug_span!(
+        "leader.renew",
+        group = key,
+        holder,
+        fence,
+        outcome = tracing::field::Empty
+    );
+    let result = store.renew(key, token, lease_time).instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(RenewOutcome::Renewed { .. }) => "renewed",
+        Ok(RenewOutcome::NotHeld) => "refused",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    metric::renewed(key, outcome);
+    result
+}
+
+/// One store release, in a span.
+pub(crate) async fn release(
+    store: &dyn LeaseStore,
+    key: &str,
+    token: LeaseToken,
+    min_lease_time: Duration,
+) -> Result<ReleaseOutcome, Error> {
+    let span = tracing::debug_span!("leader.release", group = key, outcome = tracing::field::Empty);
+    let result = store.release(key, token, min_lease_time).instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(ReleaseOutcome::Released) => "released",
+        Ok(ReleaseOutcome::Kept { .. }) => "kept",
+        Ok(ReleaseOutcome::NotHeld) => "not held",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    result
+}
+
+/// One store state read, in a span.
+pub(crate) async fn state(store: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+    let span = tracing::debug_span!("leader.state", group = key, active = tracing::field::Empty);
+    let result = store.state(key).instrument(span.clone()).await;
+    if let Ok(snapshot) = &result {
+        span.record("active", snapshot.slots.len());
+    }
+    result
+}
+
+/// Metric updates; no-ops without the `metrics` feature.
+pub(crate) mod metric {
+    use std::time::Duration;
+
+    #[cfg(feature = "metrics")]
+    fn label(value: &str) -> metrics::SharedString {
+        metrics::SharedString::from(value.to_owned())
+    }
+
+    /// An acquire attempt and its latency.
+    pub(crate) fn acquired(group: &str, outcome: &'static str, latency: Duration) {
+        #[cfg(feature = "metrics")]
+        {
+            metrics::counter!("leader_acquire_attempts_total", "group" => label(group), "outcome" => outcome)
+                .increment(1);
+            metrics::histogram!("leader_acquire_duration_seconds", "group" => label(group))
+                .record(latency.as_secs_f64());
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (group, outcome, latency);
+    }
+
+    /// A renewal attempt.
+    pub(crate) fn renewed(group: &str, outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("leader_renewals_total", "group" => label(group), "outcome" => outcome)
+            .increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (group, outcome);
+    }
+
+    /// A change of leadership: `elected`, `lost` or `resigned`.
+    pub(crate) fn transition(group: &str, transition: &'static str) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("leader_transitions_total", "group" => label(group), "transition" => transition)
+            .increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (group, transition);
+    }
+
+    /// Whether this instance leads `role` (long-lived leadership).
+    pub(crate) fn is_leader(role: &str, leading: bool) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("leader_is_leader", "role" => label(role)).set(if leading {
+            1.0
+        } else {
+            0.0
+        });
+        #[cfg(not(feature = "metrics"))]
+        let _ = (role, leading);
+    }
+
+    /// Slots of `group` this process holds, up or down by one.
+    pub(crate) fn held_slots(group: &str, delta: f64) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("leader_held_slots", "group" => label(group)).increment(delta);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (group, delta);
+    }
+
+    /// Items a leader channel dropped.
+    pub(crate) fn channel_dropped(channel: &str, reason: &'static str, n: u64) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("leader_channel_drops_total", "channel" => label(channel), "reason" => reason)
+            .increment(n);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (channel, reason, n);
+    }
+}

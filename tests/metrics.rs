@@ -1,0 +1,166 @@
+//! The metrics a scripted sequence of elections records (feature `metrics`), read from a
+//! debugging recorder. One test in its own binary: the recorder is process-wide.
+#![cfg(feature = "metrics")]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use leader::store::AcquireRequest;
+use leader::{
+    LeaderChannel, LeaderChannelOptions, LeaderElectionOptions, LeaderElector,
+    LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions, LeaseStore,
+    LeaseToken, MemoryStore,
+};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_util::registry::{AtomicStorage, Registry};
+use support::FaultyStore;
+use tokio::time::sleep;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A recorder whose values can be read without resetting them (unlike metrics-util's
+/// debugging recorder, whose snapshots drain counters and gauges).
+#[derive(Clone)]
+struct TestRecorder(Arc<Registry<Key, AtomicStorage>>);
+
+impl Recorder for TestRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        self.0.get_or_create_counter(key, |counter| Counter::from_arc(counter.clone()))
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        self.0.get_or_create_gauge(key, |gauge| Gauge::from_arc(gauge.clone()))
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        self.0.get_or_create_histogram(key, |histogram| Histogram::from_arc(histogram.clone()))
+    }
+}
+
+fn key(name: &str, labels: &[(&str, &str)]) -> Key {
+    let labels: Vec<metrics::Label> =
+        labels.iter().map(|(k, v)| metrics::Label::new(k.to_string(), v.to_string())).collect();
+    Key::from_parts(name.to_owned(), labels)
+}
+
+impl TestRecorder {
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.0.get_counter_handles().get(&key(name, labels)).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let handles = self.0.get_gauge_handles();
+        let gauge =
+            handles.get(&key(name, labels)).unwrap_or_else(|| panic!("no gauge {name} {labels:?}"));
+        f64::from_bits(gauge.load(Ordering::SeqCst))
+    }
+
+    fn samples(&self, name: &str, labels: &[(&str, &str)]) -> usize {
+        self.0.get_histogram_handles().get(&key(name, labels)).map_or(0, |h| h.data().len())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scripted_sequence_of_elections_is_counted() {
+    let metrics = TestRecorder(Arc::new(Registry::atomic()));
+    metrics::set_global_recorder(metrics.clone()).expect("the only recorder in this binary");
+
+    // Per-call elections on a group of 2: two elected, one skipped behind two crashed holders.
+    let store = FaultyStore::new();
+    let group = LeaderGroupElector::new(store.clone(), LeaderGroupElectionOptions::new(2)).unwrap();
+    let key = &[("group", "leader:pool")];
+    assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_elected());
+    assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_elected());
+    for _ in 0..2 {
+        let token = LeaseToken::generate().unwrap();
+        let request = AcquireRequest {
+            key: "leader:pool",
+            max_leaders: 2,
+            token,
+            holder: "x",
+            lease_time: 60 * SECOND,
+        };
+        store.inner.acquire(request).await.unwrap();
+    }
+    assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_skipped());
+    store.cut_off(true);
+    assert!(group.run_if_leader("pool", |_| async {}).await.is_err());
+    store.cut_off(false);
+    let attempts =
+        |outcome| metrics.counter("leader_acquire_attempts_total", &[key[0], ("outcome", outcome)]);
+    assert_eq!((attempts("elected"), attempts("skipped"), attempts("error")), (2, 1, 1));
+    assert_eq!(metrics.samples("leader_acquire_duration_seconds", key), 4);
+    assert_eq!(
+        metrics.counter("leader_transitions_total", &[key[0], ("transition", "elected")]),
+        2
+    );
+    assert_eq!(metrics.gauge("leader_held_slots", key), 0.0, "both released");
+
+    // Renewals: three succeed over a 10 s body with a 3 s lease, then one is refused.
+    let memory = MemoryStore::new();
+    let options = LeaderElectionOptions::new().lease_time(3 * SECOND).auto_extend(true);
+    let elector = LeaderElector::new(memory.clone(), options).unwrap();
+    let metrics_in_body = &metrics;
+    let held = elector.run_if_leader("renewed", |lease| async move {
+        sleep(Duration::from_millis(3_500)).await; // renewals at 1, 2, 3 s
+        let renewed_key = &[("group", "leader:renewed")];
+        let holding = metrics_in_body.gauge("leader_held_slots", renewed_key);
+        memory.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
+        lease.lost().await; // the renewal at 4 s is refused
+        holding
+    });
+    assert_eq!(held.await.unwrap().elected(), Some(1.0), "held while the body ran");
+    let renewed = &[("group", "leader:renewed")];
+    assert_eq!(metrics.counter("leader_renewals_total", &[renewed[0], ("outcome", "renewed")]), 3);
+    assert_eq!(metrics.counter("leader_renewals_total", &[renewed[0], ("outcome", "refused")]), 1);
+    assert_eq!(
+        metrics.counter("leader_transitions_total", &[renewed[0], ("transition", "lost")]),
+        1
+    );
+    assert_eq!(metrics.gauge("leader_held_slots", renewed), 0.0);
+
+    // Long-lived leadership: elected, resigned, elected again; the gauge follows.
+    let leadership =
+        Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await.unwrap();
+    leadership.wait_for_leadership().await;
+    let role = &[("role", "scheduler")];
+    assert_eq!(metrics.gauge("leader_is_leader", role), 1.0);
+    leadership.resign().await;
+    assert_eq!(metrics.gauge("leader_is_leader", role), 0.0);
+    leadership.wait_for_leadership().await;
+    let scheduler = ("group", "leader:scheduler");
+    assert_eq!(
+        metrics.counter("leader_transitions_total", &[scheduler, ("transition", "elected")]),
+        2
+    );
+    assert_eq!(
+        metrics.counter("leader_transitions_total", &[scheduler, ("transition", "resigned")]),
+        1
+    );
+
+    // Channel drops by reason.
+    let follower =
+        Leadership::start("scheduler-standby", MemoryStore::new(), LeadershipOptions::new())
+            .await
+            .unwrap();
+    let channel = LeaderChannel::new("events", &follower, LeaderChannelOptions::new()).unwrap();
+    follower.stop().await;
+    for item in 0..3 {
+        channel.writer().send(item).await;
+    }
+    assert_eq!(
+        metrics.counter(
+            "leader_channel_drops_total",
+            &[("channel", "events"), ("reason", "follower")]
+        ),
+        3
+    );
+    leadership.stop().await;
+}
