@@ -30,12 +30,19 @@ pub const DEFAULT_MAX_KEY_LEN: usize = 512;
 /// # Ok::<(), leader_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(remote = "Self", default, deny_unknown_fields)
+)]
 pub struct KeyOptions {
     namespace: String,
     format: String,
     exact_key: Option<String>,
     max_len: usize,
 }
+
+crate::serde_support::validated_serde!(KeyOptions, |options: &KeyOptions| options.validate());
 
 impl Default for KeyOptions {
     fn default() -> Self {

@@ -34,6 +34,7 @@ mod outage;
 mod private;
 mod renewal;
 mod run_result;
+mod serde_support;
 mod state;
 pub mod store;
 mod telemetry;

@@ -30,15 +30,31 @@ pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(30);
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(remote = "Self", default, deny_unknown_fields)
+)]
 pub struct LeaderElectionOptions {
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     wait_time: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     lease_time: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     min_lease_time: Duration,
     auto_extend: bool,
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "auto_extend_interval", with = "humantime_serde")
+    )]
     extend_interval: Option<Duration>,
     holder_id: Option<String>,
     keys: KeyOptions,
 }
+
+crate::serde_support::validated_serde!(LeaderElectionOptions, |options: &LeaderElectionOptions| {
+    options.validate(1).map(drop)
+});
 
 impl Default for LeaderElectionOptions {
     fn default() -> Self {
@@ -187,9 +203,81 @@ impl LeaderElectionOptions {
 /// assert_eq!(options.max_leaders(), 3);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(try_from = "group_config::GroupConfig", into = "group_config::GroupConfig")
+)]
 pub struct LeaderGroupElectionOptions {
     max_leaders: u32,
     election: LeaderElectionOptions,
+}
+
+/// The configuration form of [`LeaderGroupElectionOptions`]: `max_leaders` beside the
+/// election options' fields, in one table. (serde's `flatten` would let unknown fields
+/// through, so the fields are listed again here.)
+#[cfg(feature = "serde")]
+mod group_config {
+    use std::time::Duration;
+
+    use super::{LeaderElectionOptions, LeaderGroupElectionOptions};
+    use crate::{Error, KeyOptions};
+
+    #[derive(serde::Deserialize, serde::Serialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct GroupConfig {
+        max_leaders: u32,
+        #[serde(default, with = "humantime_serde")]
+        wait_time: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        lease_time: Option<Duration>,
+        #[serde(default, with = "humantime_serde")]
+        min_lease_time: Option<Duration>,
+        #[serde(default)]
+        auto_extend: bool,
+        #[serde(default, with = "humantime_serde")]
+        auto_extend_interval: Option<Duration>,
+        #[serde(default)]
+        holder_id: Option<String>,
+        #[serde(default)]
+        keys: KeyOptions,
+    }
+
+    impl TryFrom<GroupConfig> for LeaderGroupElectionOptions {
+        type Error = Error;
+
+        fn try_from(config: GroupConfig) -> Result<Self, Error> {
+            let defaults = LeaderElectionOptions::default();
+            let election = LeaderElectionOptions {
+                wait_time: config.wait_time.unwrap_or(defaults.wait_time),
+                lease_time: config.lease_time.unwrap_or(defaults.lease_time),
+                min_lease_time: config.min_lease_time.unwrap_or(defaults.min_lease_time),
+                auto_extend: config.auto_extend,
+                extend_interval: config.auto_extend_interval,
+                holder_id: config.holder_id,
+                keys: config.keys,
+            };
+            let options = LeaderGroupElectionOptions { max_leaders: config.max_leaders, election };
+            options.validate()?;
+            Ok(options)
+        }
+    }
+
+    impl From<LeaderGroupElectionOptions> for GroupConfig {
+        fn from(options: LeaderGroupElectionOptions) -> Self {
+            let LeaderGroupElectionOptions { max_leaders, election } = options;
+            GroupConfig {
+                max_leaders,
+                wait_time: Some(election.wait_time),
+                lease_time: Some(election.lease_time),
+                min_lease_time: Some(election.min_lease_time),
+                auto_extend: election.auto_extend,
+                auto_extend_interval: election.extend_interval,
+                holder_id: election.holder_id,
+                keys: election.keys,
+            }
+        }
+    }
 }
 
 impl LeaderGroupElectionOptions {

@@ -16,6 +16,11 @@ use crate::{Error, Leadership};
 
 /// What a writer does when the buffer is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum FullMode {
     /// Wait for space (woken if leadership ends meanwhile, and the item then dropped as a
     /// follower's).
@@ -27,12 +32,22 @@ pub enum FullMode {
 
 /// Options of a [`LeaderChannel`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(remote = "Self", default, deny_unknown_fields)
+)]
 pub struct LeaderChannelOptions {
     capacity: usize,
     full_mode: FullMode,
     drain_on_loss: bool,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     drop_report_interval: Duration,
 }
+
+crate::serde_support::validated_serde!(LeaderChannelOptions, |options: &LeaderChannelOptions| {
+    options.check().map(drop)
+});
 
 impl Default for LeaderChannelOptions {
     fn default() -> Self {
@@ -70,6 +85,14 @@ impl LeaderChannelOptions {
     pub fn drain_on_loss(mut self, drain: bool) -> Self {
         self.drain_on_loss = drain;
         self
+    }
+
+    /// Checks the options; returns the drop report interval.
+    pub fn check(&self) -> Result<Duration, Error> {
+        if self.capacity == 0 {
+            return Err(Error::invalid_option("capacity", 0, "must be at least 1"));
+        }
+        positive("drop_report_interval", self.drop_report_interval)
     }
 
     /// The least time between two drop summaries in the log. Default: 30 s. At least 1 ms.
@@ -123,10 +146,7 @@ impl<T: Send + 'static> LeaderChannel<T> {
         leadership: &Leadership,
         options: LeaderChannelOptions,
     ) -> Result<Self, Error> {
-        if options.capacity == 0 {
-            return Err(Error::invalid_option("capacity", 0, "must be at least 1"));
-        }
-        let report_every = positive("drop_report_interval", options.drop_report_interval)?;
+        let report_every = options.check()?;
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             leadership: leadership.clone(),

@@ -10,6 +10,11 @@ use crate::{Error, KeyOptions};
 /// What a leadership does over a store that does not coordinate (a
 /// [`DisabledStore`](crate::DisabledStore)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum WhenUncoordinated {
     /// Never lead, so replicas that share a non-coordinating store cannot all lead.
     #[default]
@@ -36,16 +41,27 @@ pub enum WhenUncoordinated {
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(remote = "Self", default, deny_unknown_fields)
+)]
 pub struct LeadershipOptions {
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     lease: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     renew_interval: Option<Duration>,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     retry_interval: Duration,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     retry_jitter: Option<Duration>,
     max_leaders: u32,
     holder_id: Option<String>,
     keys: KeyOptions,
     when_uncoordinated: WhenUncoordinated,
 }
+
+crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::check);
 
 impl Default for LeadershipOptions {
     fn default() -> Self {
@@ -121,9 +137,22 @@ impl LeadershipOptions {
         self
     }
 
+    /// Checks every option that does not depend on the role (the key options too), touching
+    /// no store.
+    pub fn check(&self) -> Result<(), Error> {
+        self.keys.validate()?;
+        self.checked_with_key(String::new()).map(drop)
+    }
+
     /// Checks every option and resolves the key of `role`, touching no store.
     pub fn validate(&self, role: &str) -> Result<LeadershipSettings, Error> {
         let key = self.keys.resolve(role)?;
+        let mut settings = self.checked_with_key(key)?;
+        settings.role = role.to_owned();
+        Ok(settings)
+    }
+
+    fn checked_with_key(&self, key: String) -> Result<LeadershipSettings, Error> {
         let lease = positive("lease", self.lease)?;
         let ceiling = lease / 2;
         let renew_interval = self.renew_interval.unwrap_or(lease / 3);
@@ -157,7 +186,7 @@ impl LeadershipOptions {
         let holder_id = self.holder_id.clone().unwrap_or_else(default_holder_id);
         check_holder_id(&holder_id)?;
         Ok(LeadershipSettings {
-            role: role.to_owned(),
+            role: String::new(),
             key,
             lease,
             renew_interval,

@@ -1,0 +1,122 @@
+//! Options from configuration (feature `serde`): round trips, humantime durations, and the
+//! builders' validation at load time.
+#![cfg(feature = "serde")]
+
+use std::time::Duration;
+
+use leader::{
+    FullMode, KeyOptions, LeaderChannelOptions, LeaderElectionOptions, LeaderGroupElectionOptions,
+    LeadershipOptions, WhenUncoordinated,
+};
+use serde::de::DeserializeOwned;
+
+fn round_trip<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
+    let text = toml::to_string(value).expect("serializes");
+    let back: T = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    assert_eq!(&back, value, "through TOML:\n{text}");
+    let json = serde_json::to_string(value).unwrap();
+    assert_eq!(&serde_json::from_str::<T>(&json).unwrap(), value, "through JSON: {json}");
+}
+
+#[test]
+fn every_options_type_round_trips() {
+    let keys = KeyOptions::new().namespace("billing:").format("locks:{role}").max_len(128);
+    round_trip(&keys);
+    round_trip(&KeyOptions::new().exact_key("the-lock"));
+    let election = LeaderElectionOptions::new()
+        .wait_time(Duration::from_millis(500))
+        .lease_time(Duration::from_secs(90))
+        .min_lease_time(Duration::from_secs(30))
+        .auto_extend(true)
+        .auto_extend_interval(Duration::from_secs(20))
+        .holder_id("node-1")
+        .keys(keys.clone());
+    round_trip(&election);
+    round_trip(&LeaderGroupElectionOptions::from_election(3, election));
+    round_trip(
+        &LeadershipOptions::new()
+            .lease(Duration::from_secs(20))
+            .renew_interval(Duration::from_secs(5))
+            .retry_jitter(Duration::from_millis(100))
+            .max_leaders(2)
+            .when_uncoordinated(WhenUncoordinated::Lead)
+            .keys(keys),
+    );
+    round_trip(
+        &LeaderChannelOptions::new()
+            .capacity(16)
+            .full_mode(FullMode::DropNewest)
+            .drain_on_loss(true),
+    );
+}
+
+#[test]
+fn durations_are_humantime_strings_and_omitted_fields_keep_their_defaults() {
+    let group: LeaderGroupElectionOptions = toml::from_str(
+        r#"
+        max_leaders = 3
+        wait_time = "500ms"
+        lease_time = "1m 30s"
+        keys = { namespace = "jobs:" }
+        "#,
+    )
+    .unwrap();
+    let expected = LeaderGroupElectionOptions::new(3)
+        .wait_time(Duration::from_millis(500))
+        .lease_time(Duration::from_secs(90))
+        .keys(KeyOptions::new().namespace("jobs:"));
+    assert_eq!(group, expected);
+    let leadership: LeadershipOptions = toml::from_str(r#"when_uncoordinated = "lead""#).unwrap();
+    assert_eq!(leadership, LeadershipOptions::new().when_uncoordinated(WhenUncoordinated::Lead));
+}
+
+fn load_error<T: DeserializeOwned + std::fmt::Debug>(text: &str) -> String {
+    toml::from_str::<T>(text).expect_err("refused").to_string()
+}
+
+#[test]
+fn invalid_values_fail_at_load_time_with_the_builders_messages() {
+    let cases = [
+        (
+            load_error::<LeaderElectionOptions>(r#"lease_time = "0s""#),
+            "invalid `lease_time` 0ns: must be at least 1ms",
+        ),
+        (
+            load_error::<LeaderElectionOptions>(
+                r#"lease_time = "10s"
+min_lease_time = "1m""#,
+            ),
+            "invalid `min_lease_time` 60s: must be at most lease_time (10s)",
+        ),
+        (load_error::<LeaderGroupElectionOptions>(r#"max_leaders = 0"#), "invalid `max_leaders` 0"),
+        (
+            load_error::<LeaderGroupElectionOptions>(r#"wait_time = "1s""#),
+            "missing field `max_leaders`",
+        ),
+        (
+            load_error::<LeadershipOptions>(
+                r#"lease = "10s"
+renew_interval = "6s""#,
+            ),
+            "invalid `renew_interval` 6s",
+        ),
+        (load_error::<KeyOptions>(r#"format = "static""#), "invalid `format` \"static\""),
+        (load_error::<LeaderChannelOptions>(r#"capacity = 0"#), "invalid `capacity` 0"),
+        (load_error::<LeaderElectionOptions>(r#"wait_time = "soon""#), "soon"),
+        (load_error::<LeaderElectionOptions>(r#"lease = "10s""#), "unknown field `lease`"),
+        (
+            load_error::<LeaderGroupElectionOptions>(
+                r#"max_leaders = 2
+lease = "10s""#,
+            ),
+            "unknown field `lease`",
+        ),
+        (
+            load_error::<LeadershipOptions>(r#"when_uncoordinated = "panic""#),
+            "unknown variant `panic`",
+        ),
+    ];
+    for (error, expected) in cases {
+        assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
+    }
+}
