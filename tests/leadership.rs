@@ -299,3 +299,41 @@ async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
     .await;
     assert!(stopped_at.elapsed() < 5 * SECOND, "handed over by release, not by the 10 s expiry");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
+    let store = FaultyStore::new();
+    let options = options()
+        .lease(Duration::from_millis(300))
+        .renew_interval(Duration::from_millis(100))
+        .retry_interval(Duration::from_millis(50));
+    let leadership = start("probed", store.clone(), options).await;
+    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    sleep(Duration::from_millis(350)).await;
+    assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
+    // The next renewal wedges the loop's thread for a second: it still believes it leads.
+    // Watch from a plain thread, since a wedged worker can hold up tokio's timers too.
+    store.block_next_renewal(Duration::from_secs(1));
+    let probe = leadership.clone();
+    let seen = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            seen.push((probe.is_leader(), probe.health()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    })
+    .join()
+    .unwrap();
+    let wedged = seen.iter().find_map(|(leading, health)| match health {
+        leader::LeadershipHealth::Wedged { since_confirmed, lease } => {
+            Some((*leading, *since_confirmed > *lease))
+        }
+        leader::LeadershipHealth::Healthy => None,
+    });
+    assert_eq!(wedged, Some((true, true)), "never reported wedged while leading");
+    // Once the thread is free, the loop finds the lease gone and steps down or is elected
+    // anew: healthy again.
+    assert!(seen.last().unwrap().1.is_healthy(), "{:?}", seen.last());
+    leadership.stop().await;
+}

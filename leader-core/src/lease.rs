@@ -97,6 +97,8 @@ struct Expiry {
     /// On the local clock, measured from before the request that set it, so it never falls
     /// after the store's expiry.
     deadline: Instant,
+    /// When the request of the last successful grant or renewal was sent, on the local clock.
+    confirmed_at: Instant,
 }
 
 impl Lease {
@@ -121,6 +123,7 @@ impl Lease {
                 expiry: Mutex::new(Expiry {
                     at: grant.expires_at,
                     deadline: sent_at + grant.expires_in,
+                    confirmed_at: sent_at,
                 }),
                 lost: CancellationToken::new(),
                 loss_reason: OnceLock::new(),
@@ -202,6 +205,11 @@ impl Lease {
         self.inner.lost.child_token()
     }
 
+    /// Time since the store last confirmed the slot (granted or renewed it).
+    pub fn since_confirmed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.expiry().confirmed_at)
+    }
+
     pub(crate) fn deadline(&self) -> Instant {
         self.expiry().deadline
     }
@@ -209,7 +217,7 @@ impl Lease {
     /// Records a successful renewal whose request was sent at `sent_at`.
     pub(crate) fn renewed(&self, expires_at: SystemTime, expires_in: Duration, sent_at: Instant) {
         let mut expiry = self.inner.expiry.lock().unwrap_or_else(|p| p.into_inner());
-        *expiry = Expiry { at: expires_at, deadline: sent_at + expires_in };
+        *expiry = Expiry { at: expires_at, deadline: sent_at + expires_in, confirmed_at: sent_at };
     }
 
     /// Records that the slot was released: the lease no longer counts as held.

@@ -56,8 +56,8 @@ pub use group::LeaderGroupElector;
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
 pub use leadership::{
-    Leadership, LeadershipDescription, LeadershipOptions, LeadershipRegistry, LeadershipSettings,
-    LeadershipStatus, Roles, WhenUncoordinated,
+    Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,
+    LeadershipSettings, LeadershipStatus, Roles, WhenUncoordinated,
 };
 pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};

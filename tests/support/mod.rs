@@ -33,6 +33,7 @@ struct Faults {
     failing_renewals: AtomicUsize,
     lost_acquire_replies: AtomicUsize,
     panicking_acquires: AtomicUsize,
+    blocking_renewal_ms: AtomicUsize,
     unreachable: std::sync::atomic::AtomicBool,
     renewed_at: std::sync::Mutex<Vec<tokio::time::Instant>>,
 }
@@ -75,6 +76,11 @@ impl FaultyStore {
     /// The next `n` acquires panic, as a buggy store might.
     pub fn panic_on_acquires(&self, n: usize) {
         self.faults.panicking_acquires.store(n, SeqCst);
+    }
+
+    /// The next renewal blocks its thread for `duration` (a wedged runtime), then goes on.
+    pub fn block_next_renewal(&self, duration: Duration) {
+        self.faults.blocking_renewal_ms.store(duration.as_millis() as usize, SeqCst);
     }
 
     /// When each renewal was attempted.
@@ -136,6 +142,10 @@ impl LeaseStore for FaultyStore {
         self.counts.renew.fetch_add(1, SeqCst);
         self.faults.renewed_at.lock().unwrap().push(tokio::time::Instant::now());
         self.reachable("renew")?;
+        let block_ms = self.faults.blocking_renewal_ms.swap(0, SeqCst);
+        if block_ms > 0 {
+            std::thread::sleep(Duration::from_millis(block_ms as u64));
+        }
         if take_one(&self.faults.failing_renewals) {
             return Err(unavailable("renew"));
         }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use options::{LeadershipOptions, LeadershipSettings, WhenUncoordinated};
 pub use registry::{LeadershipRegistry, Roles};
-pub use status::{LeadershipDescription, LeadershipStatus};
+pub use status::{LeadershipDescription, LeadershipHealth, LeadershipStatus};
 
 use crate::{Error, Lease, LeaseStore};
 
@@ -209,6 +209,19 @@ impl Leadership {
             if let Err(error) = task.await {
                 tracing::error!(role = self.role(), %error, "leadership loop ended abnormally");
             }
+        }
+    }
+
+    /// Healthy unless this instance believes it leads while its last successful renewal is
+    /// older than the lease (a wedged leader). Touches nothing.
+    pub fn health(&self) -> LeadershipHealth {
+        let lease = self.shared.settings.lease;
+        // Uncoordinated leadership renews nothing, so it cannot be wedged.
+        match self.lease().filter(|_| self.is_leader() && self.is_coordinated()) {
+            Some(current) if current.since_confirmed() > lease => {
+                LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease }
+            }
+            _ => LeadershipHealth::Healthy,
         }
     }
 

@@ -21,6 +21,29 @@ pub struct LeadershipStatus {
     pub stopped: bool,
 }
 
+/// Whether a leadership is healthy, for liveness probes (in the manner of client-go's
+/// `HealthzAdaptor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadershipHealth {
+    /// Not leading, or leading with a renewal younger than the lease.
+    Healthy,
+    /// Believes it leads, but the store last confirmed the slot longer ago than the lease:
+    /// the renewal loop is stuck (a starved runtime, a blocked thread). Restart the instance.
+    Wedged {
+        /// Time since the last successful grant or renewal.
+        since_confirmed: Duration,
+        /// The lease it exceeded.
+        lease: Duration,
+    },
+}
+
+impl LeadershipHealth {
+    /// Whether the probe should pass.
+    pub fn is_healthy(&self) -> bool {
+        matches!(self, LeadershipHealth::Healthy)
+    }
+}
+
 /// The composition of a leadership, for logs and health endpoints; made without touching
 /// the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
