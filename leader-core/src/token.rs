@@ -1,6 +1,7 @@
 //! Lease tokens: 128 random bits that prove who holds a slot.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::Error;
 
@@ -37,6 +38,30 @@ impl LeaseToken {
     /// Rebuilds a token a store kept as a number.
     pub fn from_u128(value: u128) -> Self {
         LeaseToken(value)
+    }
+}
+
+impl FromStr for LeaseToken {
+    type Err = Error;
+
+    /// Parses the 32 hex digits that `Display` writes.
+    ///
+    /// ```
+    /// let token: leader_core::LeaseToken = "0000000000000000000000000000002a".parse()?;
+    /// assert_eq!(token.as_u128(), 42);
+    /// assert!("not-a-token".parse::<leader_core::LeaseToken>().is_err());
+    /// # Ok::<(), leader_core::Error>(())
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Error> {
+        let valid = text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit());
+        match u128::from_str_radix(text, 16) {
+            Ok(value) if valid => Ok(LeaseToken(value)),
+            _ => Err(Error::invalid_option(
+                "token",
+                text,
+                "must be the 32 hex digits of a lease token",
+            )),
+        }
     }
 }
 

@@ -17,7 +17,9 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{DEFAULT_COMMAND_TIMEOUT, RedisStore};
+pub use self::redis::{
+    DEFAULT_COMMAND_TIMEOUT, GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX, RedisStore, redact_url,
+};
 pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
 pub use watch::ReleaseWatch;

@@ -1,6 +1,6 @@
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
 -- KEYS[1] slots, KEYS[2] holders, KEYS[3] fence
--- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders
+-- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token)
 --        {0, nearest_expiry_in_ms}                      full
 --        {2, existing_max_leaders}                      live slots granted under another N
@@ -46,4 +46,5 @@ redis.call('SET', fence_key, string.format('%d', fence))
 redis.call('ZADD', slots, string.format('%d', expires), token)
 redis.call('HSET', holders, token, string.format('%d:%d:%s', fence, now, ARGV[2]), 'max', ARGV[4])
 follow_longest_slot(slots, holders)
+redis.call('PUBLISH', ARGV[5], '')
 return {1, fence, now, expires, now}

@@ -6,6 +6,8 @@ mod reply;
 mod scripts;
 mod url;
 
+pub use self::url::redact as redact_url;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,10 @@ use redis::sentinel::SentinelClient;
 
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
 use self::pubsub::{ReleaseHub, SubscriberSource};
-use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, release_channel};
+use self::scripts::{
+    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, grant_channel, release_channel,
+};
+pub use self::scripts::{GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX};
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome,
@@ -344,13 +349,14 @@ impl LeaseStore for RedisStore {
         let keys = GroupKeys::new(request.key)?;
         let token = request.token.to_string();
         let lease = millis(request.lease_time);
+        let granted = grant_channel(request.key);
         let (reply, acknowledged) = self
             .call_then_wait(
                 "acquire",
                 request.key,
                 &ACQUIRE,
                 &[&keys.slots, &keys.holders, &keys.fence],
-                &[&token, &request.holder, &lease, &request.max_leaders],
+                &[&token, &request.holder, &lease, &request.max_leaders, &granted],
                 self.inner.replica_ack,
             )
             .await?;

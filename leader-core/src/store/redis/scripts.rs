@@ -28,8 +28,8 @@ pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state");
 
-/// The prefix of every release channel; the hub subscribes to `RELEASE_CHANNEL_PREFIX*`.
-pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
+/// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
+pub const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
 
 /// The Redis keys of one group, all under the hash tag `{key}` so a Cluster keeps them on
 /// one slot.
@@ -61,4 +61,12 @@ impl GroupKeys {
 /// The channel a release of group `key` is published on.
 pub(crate) fn release_channel(key: &str) -> String {
     format!("{RELEASE_CHANNEL_PREFIX}{key}")
+}
+
+/// The prefix of every grant channel, for tools that watch a group change.
+pub const GRANT_CHANNEL_PREFIX: &str = "leader:granted:";
+
+/// The channel a new grant of group `key` is published on.
+pub(crate) fn grant_channel(key: &str) -> String {
+    format!("{GRANT_CHANNEL_PREFIX}{key}")
 }

@@ -6,7 +6,7 @@
 /// redis://app:s3cret@cache:6379/0  ->  redis://app:***@cache:6379/0
 /// redis://:s3cret@cache            ->  redis://:***@cache
 /// ```
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return if url.contains('@') {
             "<unparsable URL with credentials>".to_owned()

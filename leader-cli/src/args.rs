@@ -1,0 +1,91 @@
+//! Command-line arguments.
+
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use leader::store::redact_url;
+use leader::{KeyOptions, LeaseStore, RedisStore};
+
+/// Show, watch and free the slots of leader groups kept in Redis.
+#[derive(Debug, Parser)]
+#[command(name = "leader", version)]
+pub struct Cli {
+    /// The Redis URL (user and password go in it).
+    #[arg(long, env = "LEADER_REDIS_URL", default_value = "redis://127.0.0.1:6379", global = true)]
+    pub url: String,
+    /// The key namespace the services use.
+    #[arg(long, default_value = "", global = true)]
+    pub namespace: String,
+    /// The key format the services use; `{role}` stands for the group name.
+    #[arg(long, default_value = leader::DEFAULT_KEY_FORMAT, global = true)]
+    pub key_format: String,
+    /// How long to wait for Redis before giving up.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
+    pub timeout: Duration,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a group's holders, fences and time to expiry.
+    State {
+        /// The group's name.
+        group: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redraw a group's state whenever a slot is granted, released or expires.
+    Watch {
+        /// The group's name.
+        group: String,
+        /// Stop after this long (default: until Ctrl-C).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<Duration>,
+    },
+    /// List the groups under the namespace (standalone Redis).
+    Groups {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Free a stuck slot: only the slot held under the given token is released.
+    Release {
+        /// The group's name.
+        group: String,
+        /// The slot's lease token (32 hex digits), as the holder logged or reported it.
+        #[arg(long)]
+        token: String,
+    },
+}
+
+/// Boxed errors, for the commands.
+pub type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+impl Cli {
+    /// How group names become keys, as the services were configured.
+    pub fn keys(&self) -> KeyOptions {
+        KeyOptions::new().namespace(&self.namespace).format(&self.key_format)
+    }
+
+    /// The store, connected and checked.
+    pub async fn store(&self) -> Result<RedisStore, Failure> {
+        let store = RedisStore::from_url(&self.url)?.with_command_timeout(self.timeout)?;
+        // A cheap read that proves the server answers (and that the URL's credentials work).
+        match store.state("leader:cli-connection-check").await {
+            Ok(_) => Ok(store),
+            Err(error) => {
+                Err(format!("cannot reach {}: {}", redact_url(&self.url), crate::chain(&error))
+                    .into())
+            }
+        }
+    }
+
+    /// The store key of `group`.
+    pub fn key(&self, group: &str) -> Result<String, Failure> {
+        Ok(self.keys().resolve(group)?)
+    }
+}

@@ -1,0 +1,44 @@
+//! `leader`: show, watch and free the slots of leader groups kept in Redis.
+#![forbid(unsafe_code)]
+
+mod args;
+mod groups;
+mod release;
+mod state;
+mod table;
+mod watch;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::State { group, json } => state::run(&cli, group, *json).await,
+        Command::Watch { group, duration } => watch::run(&cli, group, *duration).await,
+        Command::Groups { json } => groups::run(&cli, *json).await,
+        Command::Release { group, token } => release::run(&cli, group, token).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {}", chain(&*error));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// An error with its causes: `outer: inner: …`.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}

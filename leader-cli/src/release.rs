@@ -1,0 +1,27 @@
+//! `leader release <group> --token …`: free a stuck slot, token-checked.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use leader::store::ReleaseOutcome;
+use leader::{LeaseStore, LeaseToken};
+
+use crate::args::{Cli, Failure};
+
+pub async fn run(cli: &Cli, group: &str, token: &str) -> Result<ExitCode, Failure> {
+    let key = cli.key(group)?;
+    let token: LeaseToken = token.parse()?;
+    let store = cli.store().await?;
+    match store.release(&key, token, Duration::ZERO).await? {
+        ReleaseOutcome::Released | ReleaseOutcome::Kept { .. } => {
+            println!("released the slot of group {group} held under that token");
+            Ok(ExitCode::SUCCESS)
+        }
+        ReleaseOutcome::NotHeld => {
+            eprintln!(
+                "not held: no live slot of group {group} has that token; nothing was changed"
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

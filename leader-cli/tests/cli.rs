@@ -1,0 +1,184 @@
+//! The `leader` command run as a real process against a real `redis-server`.
+
+#[path = "../../tests/support/redis_server.rs"]
+#[allow(dead_code)] // shared with the facade's tests, which use all of it
+mod redis_server;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest};
+use leader::{LeaseStore, LeaseToken, RedisStore};
+use redis_server::{RedisServer, free_port};
+
+fn leader(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leader"))
+        .args(["--url", url])
+        .args(args)
+        .env_remove("LEADER_REDIS_URL")
+        .output()
+        .expect("runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn hold(store: &RedisStore, key: &str, holder: &str) -> (LeaseToken, u64) {
+    let token = LeaseToken::generate().unwrap();
+    let request =
+        AcquireRequest { key, max_leaders: 3, token, holder, lease_time: Duration::from_secs(60) };
+    match store.acquire(request).await.unwrap() {
+        AcquireOutcome::Granted(grant) => (token, grant.fence),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn state_prints_holders_fences_and_expiry_as_a_table_or_json() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let (_, fence_a) = hold(&store, "leader:thumbnails", "worker-a").await;
+    let (_, fence_b) = hold(&store, "leader:thumbnails", "worker-b").await;
+
+    let output = leader(&server.url(), &["state", "thumbnails"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], "group thumbnails (key leader:thumbnails): 2 of 3 slots held");
+    assert!(
+        lines[1].starts_with("HOLDER")
+            && lines[1].contains("FENCE")
+            && lines[1].contains("EXPIRES IN")
+    );
+    assert!(
+        lines[2].starts_with("worker-a")
+            && lines[2].contains(&fence_a.to_string())
+            && lines[2].contains("60.0s"),
+        "{table}"
+    );
+    assert!(lines[3].starts_with("worker-b") && lines[3].contains(&fence_b.to_string()), "{table}");
+
+    let output = leader(&server.url(), &["state", "thumbnails", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["active"], 2);
+    assert_eq!(json["max_leaders"], 3);
+    assert_eq!(json["slots"][0]["holder"], "worker-a");
+    assert_eq!(json["slots"][1]["fence"], fence_b);
+    assert!(json["slots"][0]["expires_in_ms"].as_u64().unwrap() > 59_000);
+
+    let output = leader(&server.url(), &["state", "nobody"]);
+    assert_eq!(stdout(&output), "group nobody (key leader:nobody): no live slots\n");
+}
+
+#[tokio::test]
+async fn groups_lists_the_groups_under_a_namespace() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    hold(&store, "billing:leader:invoices", "a").await;
+    hold(&store, "billing:leader:reports", "b").await;
+    hold(&store, "other:leader:elsewhere", "c").await;
+    let output = leader(&server.url(), &["--namespace", "billing:", "groups"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert_eq!(
+        listing,
+        "GROUP     ACTIVE  KEY\ninvoices     1/3  billing:leader:invoices\nreports      1/3  billing:leader:reports\n",
+    );
+    let output = leader(&server.url(), &["--namespace", "billing:", "groups", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn release_frees_a_slot_only_with_its_token() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let (token, _) = hold(&store, "leader:stuck", "wedged-node").await;
+
+    let output = leader(&server.url(), &["release", "stuck"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--token"), "{}", stderr(&output));
+
+    let stranger = LeaseToken::generate().unwrap().to_string();
+    let output = leader(&server.url(), &["release", "stuck", "--token", &stranger]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("not held"), "{}", stderr(&output));
+    assert_eq!(
+        store.state("leader:stuck").await.unwrap().slots.len(),
+        1,
+        "a stranger's token freed nothing"
+    );
+
+    let output = leader(&server.url(), &["release", "stuck", "--token", "xyz"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("32 hex digits"), "{}", stderr(&output));
+
+    let output = leader(&server.url(), &["release", "stuck", "--token", &token.to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(store.state("leader:stuck").await.unwrap().slots.is_empty());
+}
+
+#[tokio::test]
+async fn errors_are_clear_and_exit_with_2() {
+    let unreachable = format!("redis://app:hunter2@127.0.0.1:{}", free_port());
+    let output = leader(&unreachable, &["state", "x", "--timeout", "2s"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.starts_with("error: cannot reach redis://app:***@127.0.0.1:"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+
+    let output = leader("http://localhost", &["state", "x"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).starts_with("error: invalid `url`"), "{}", stderr(&output));
+
+    let server = RedisServer::start();
+    server.cli(&["SET", "{leader:taken}:slots", "someone else's"]);
+    let output = leader(&server.url(), &["state", "taken"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("holds data that is not a leader group"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(server.cli(&["GET", "{leader:taken}:slots"]), "someone else's");
+
+    let output = leader(&server.url(), &["state", "two words"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("invalid name"), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn watch_redraws_when_slots_are_granted_and_released() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let watcher = Command::new(env!("CARGO_BIN_EXE_leader"))
+        .args(["--url", &server.url(), "watch", "pool", "--duration", "3s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await; // the first frame, and the subscription
+    let (token, _) = hold(&store, "leader:pool", "worker-x").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    store.release("leader:pool", token, Duration::ZERO).await.unwrap();
+    let output =
+        tokio::task::spawn_blocking(move || watcher.wait_with_output()).await.unwrap().unwrap();
+    assert!(output.status.success());
+    let frames: Vec<&str> = std::str::from_utf8(&output.stdout)
+        .unwrap()
+        .split("\n\n")
+        .filter(|f| !f.is_empty())
+        .collect();
+    assert_eq!(frames.len(), 3, "initial, after the grant, after the release: {frames:?}");
+    assert!(frames[0].contains("no live slots"));
+    assert!(
+        frames[1].contains("1 of 3 slots held") && frames[1].contains("worker-x"),
+        "{}",
+        frames[1]
+    );
+    assert!(frames[2].contains("no live slots"));
+}
