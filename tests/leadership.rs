@@ -337,3 +337,22 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     assert!(seen.last().unwrap().1.is_healthy(), "{:?}", seen.last());
     leadership.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn standbys_do_not_poll_while_the_leader_renews() {
+    let shared = MemoryStore::new();
+    let leader_store = FaultyStore::over(shared.clone());
+    let standby_store = FaultyStore::over(shared.clone());
+    let options = options().lease(15 * SECOND).renew_interval(5 * SECOND).retry_interval(SECOND);
+    let leader = start("quiet", leader_store, options.clone()).await;
+    leader.wait_for_leadership().await;
+    let standby = start("quiet", standby_store.clone(), options).await;
+    sleep(SECOND).await;
+    let before = standby_store.acquires();
+    sleep(60 * SECOND).await;
+    let attempts = standby_store.acquires() - before;
+    // It wakes when the slot it saw could expire (renewals move that moment on by 10 s or
+    // so each time), never every 1 s retry interval.
+    assert!(attempts <= 7, "{attempts} attempts in 60 s");
+    assert!(!standby.is_leader());
+}

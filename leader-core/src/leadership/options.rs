@@ -98,8 +98,8 @@ impl LeadershipOptions {
     }
 
     /// How long a candidate waits before trying again after a failure, and a resigned leader
-    /// before standing again. Candidates facing a full group also wake on every release and
-    /// at the earliest expiry. Default: 1 s. At least 1 ms.
+    /// before standing again. Candidates facing a full group do not poll: they wake on a
+    /// release and at the earliest expiry. Default: 1 s. At least 1 ms.
     pub fn retry_interval(mut self, every: Duration) -> Self {
         self.retry_interval = every;
         self

@@ -162,7 +162,9 @@ async fn stand(
             }
             Ok(AcquireOutcome::Full { nearest_expiry }) => {
                 succeeded(shared, state);
-                nearest_expiry.min(settings.retry_interval).max(Duration::from_millis(1))
+                // Sleep until the earliest slot could expire, unless a release wakes us first:
+                // standbys cost one attempt per expiry moment, not one per retry interval.
+                nearest_expiry.max(Duration::from_millis(1))
             }
             Err(error) => {
                 let next = failed(shared, state, &error);
