@@ -129,17 +129,29 @@ impl LeaderGroupElector {
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
         telemetry::metric::transition(&key, "elected");
 
-        // Renewal runs as a task of its own, so a body that hogs its thread cannot starve it
-        // on a multi-threaded runtime; it stops when the body ends or this future is dropped.
-        let supervisor = AbortOnDrop(tokio::spawn(supervise(
+        let body = std::pin::pin!(
+            AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind()
+        );
+        let supervisor = supervise(
             self.store.clone(),
             lease.clone(),
             settings.lease_time,
             settings.extend_every,
-        )));
-        let outcome =
-            AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind().await;
-        drop(supervisor);
+        );
+        let outcome = if settings.extend_every.is_some() {
+            // Renewal runs as a task of its own, so a body that hogs its thread cannot starve
+            // it on a multi-threaded runtime; it stops when the body ends or this is dropped.
+            let _renewing = AbortOnDrop(tokio::spawn(supervisor));
+            body.await
+        } else {
+            // Without renewal there is only the deadline to watch: no task needed.
+            let mut body = body;
+            tokio::select! {
+                biased;
+                outcome = &mut body => outcome,
+                () = supervisor => body.await,
+            }
+        };
         guard.release().await;
         lease.released();
         match outcome {

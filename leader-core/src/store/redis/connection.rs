@@ -104,43 +104,58 @@ pub(crate) enum CallFailure {
 /// The shared connection and how to replace it.
 pub(crate) struct Connections {
     source: ConnectionSource,
-    current: Mutex<Option<(u64, SharedConnection)>>,
+    /// The connection in use; a plain mutex, held only to clone it (the hot path).
+    current: std::sync::Mutex<Option<(u64, SharedConnection)>>,
+    /// Serialises making a new connection, so a broken one is replaced once, not per caller.
+    connecting: Mutex<()>,
     generation: AtomicU64,
 }
 
 impl Connections {
     pub(crate) fn new(source: ConnectionSource) -> Self {
-        Connections { source, current: Mutex::new(None), generation: AtomicU64::new(0) }
+        Connections {
+            source,
+            current: std::sync::Mutex::new(None),
+            connecting: Mutex::new(()),
+            generation: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn topology(&self) -> &'static str {
         self.source.topology()
     }
 
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<(u64, SharedConnection)>> {
+        self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The shared connection, made first if there is none; `true` if it was made just now.
     pub(crate) async fn get(&self) -> Result<(u64, SharedConnection, bool), PoolFailure> {
-        let mut current = self.current.lock().await;
-        if let Some((generation, connection)) = &*current {
+        if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false));
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some((generation, connection)) = &*self.current() {
+            return Ok((*generation, connection.clone(), false)); // another caller made it
         }
         let connection = self.source.connect().await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        *current = Some((generation, connection.clone()));
+        *self.current() = Some((generation, connection.clone()));
         Ok((generation, connection, true))
     }
 
     /// Drops the shared connection if it is still `generation`, so the next call makes a
     /// new one.
-    pub(crate) async fn discard(&self, generation: u64) {
-        let mut current = self.current.lock().await;
+    pub(crate) fn discard(&self, generation: u64) {
+        let mut current = self.current();
         if current.as_ref().is_some_and(|(held, _)| *held == generation) {
             *current = None;
         }
     }
 
     /// Drops the shared connection, whichever it is.
-    pub(crate) async fn discard_current(&self) {
-        *self.current.lock().await = None;
+    pub(crate) fn discard_current(&self) {
+        *self.current() = None;
     }
 
     /// Runs `script` with one EVALSHA; only if the server lost its script cache (NOSCRIPT)
@@ -177,7 +192,7 @@ impl Connections {
             let read_only = error.code() == Some("READONLY");
             let broken = error.is_io_error() || error.is_connection_dropped() || error.is_timeout();
             if read_only || broken {
-                self.discard(generation).await;
+                self.discard(generation);
             }
             if read_only {
                 self.source.forget_idle();

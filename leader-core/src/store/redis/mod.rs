@@ -260,7 +260,7 @@ impl RedisStore {
             }
             Err(_) => {
                 // A black-holed connection never answers: replace it.
-                self.inner.connections.discard_current().await;
+                self.inner.connections.discard_current();
                 Err(Error::Timeout { store: "redis", operation, after: limit })
             }
         }

@@ -10,5 +10,5 @@ if not expiry or expiry <= now then
 end
 local expires = now + tonumber(ARGV[2])
 redis.call('ZADD', slots, string.format('%d', expires), ARGV[1])
-follow_longest_slot(slots, holders)
+keep_keys_until(slots, holders, expires, false)
 return {1, expires, now}

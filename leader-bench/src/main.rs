@@ -1,0 +1,241 @@
+//! `leader-bench`: measures `leader` against the physical limit and against peers in one
+//! run, on a `redis-server` it starts itself, and prints a table (or `--json`).
+//!
+//! ```text
+//! cargo run -p leader-bench --release                 # about four minutes
+//! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
+//! cargo run -p leader-bench --release -- --json
+//! ```
+//!
+//! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
+//! contender) and reported as ratios within the run.
+
+mod checks;
+mod contenders;
+mod server;
+mod stats;
+mod workloads;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use contenders::Contender;
+use serde_json::json;
+use server::Server;
+use stats::{ms, percentile};
+
+/// The bench server's URL, for the peers that need it again.
+pub static SERVER_URL: OnceLock<String> = OnceLock::new();
+
+const CONTENDERS: [&str; 3] = ["leader", "rslock", "distributed-lock-redis"];
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, url, key, lease_ms] = args.as_slice()
+        && flag == "--hold"
+    {
+        checks::hold_until_killed(url, key, lease_ms.parse().expect("lease in ms")).await;
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let as_json = args.iter().any(|a| a == "--json");
+    let period = Duration::from_secs(if quick { 1 } else { 3 });
+    let samples = if quick { 30 } else { 100 };
+
+    let server = Server::start();
+    SERVER_URL.set(server.url()).unwrap();
+    let mut report = serde_json::Map::new();
+    let say = |line: String| {
+        if !as_json {
+            println!("{line}");
+        }
+    };
+    say(format!(
+        "leader-bench: redis-server {} at {}, {} tasks, {:?} per run, A B A B\n",
+        server
+            .cli(&["INFO", "server"])
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?"),
+        server.url(),
+        workloads::TASKS,
+        period
+    ));
+
+    // W1, W2: two rounds of every contender, in turn.
+    let mut w1: Vec<(String, u32, f64)> = Vec::new();
+    let mut w2: Vec<(String, u32, f64)> = Vec::new();
+    for round in 0..2 {
+        for name in CONTENDERS {
+            let contender = Contender::connect(name, &server.url()).await;
+            for n in [1, 3] {
+                if !contender.supports(n) {
+                    continue;
+                }
+                let run = format!("{name}-{n}-{round}");
+                w1.push((
+                    name.to_owned(),
+                    n,
+                    workloads::uncontended(&contender, n, &run, period).await,
+                ));
+                w2.push((
+                    name.to_owned(),
+                    n,
+                    workloads::contended(&contender, n, &run, period).await.0,
+                ));
+            }
+        }
+        server.cli(&["FLUSHALL"]);
+    }
+    let mean = |rows: &[(String, u32, f64)], name: &str, n: u32| -> Option<f64> {
+        let values: Vec<f64> =
+            rows.iter().filter(|(c, m, _)| c == name && *m == n).map(|r| r.2).collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    };
+
+    // W3: hand-over latency, A B A B.
+    let mut w3: Vec<(String, Vec<Duration>)> =
+        CONTENDERS.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    for round in 0..2 {
+        for (name, latencies) in w3.iter_mut() {
+            let holder = Contender::connect(name, &server.url()).await;
+            let waiter = Contender::connect(name, &server.url()).await;
+            latencies.extend(
+                workloads::hand_over(&holder, &waiter, &format!("{name}-{round}"), samples / 2)
+                    .await,
+            );
+        }
+    }
+
+    say("| workload | leader | rslock 0.10 | distributed-lock-redis 0.2 |".to_owned());
+    say("|---|---|---|---|".to_owned());
+    let cell = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.0}", v));
+    for (label, rows) in [("W1 uncontended cycles/s", &w1), ("W2 contended attempts/s", &w2)] {
+        for n in [1, 3] {
+            say(format!(
+                "| {label}, N={n} | {} | {} | {} |",
+                cell(mean(rows, "leader", n)),
+                cell(mean(rows, "rslock", n)),
+                cell(mean(rows, "distributed-lock-redis", n))
+            ));
+        }
+    }
+    let mut hand_over = Vec::new();
+    for (name, latencies) in w3.iter_mut() {
+        let (p50, p99) = (percentile(latencies, 50.0), percentile(latencies, 99.0));
+        hand_over.push(format!("{} / {}", ms(p50), ms(p99)));
+        report.insert(
+            format!("w3_{name}_ms"),
+            json!({"p50": p50.as_secs_f64() * 1e3, "p99": p99.as_secs_f64() * 1e3}),
+        );
+    }
+    say(format!(
+        "| W3 hand-over p50 / p99 ms | {} | {} | {} |\n",
+        hand_over[0], hand_over[1], hand_over[2]
+    ));
+    for (label, rows) in [("w1", &w1), ("w2", &w2)] {
+        for name in CONTENDERS {
+            for n in [1, 3] {
+                if let Some(v) = mean(rows, name, n) {
+                    report.insert(format!("{label}_{name}_n{n}"), json!(v));
+                }
+            }
+        }
+    }
+
+    // The ceiling for one cycle, from redis-benchmark calling our scripts.
+    let ceiling = checks::ceiling(&server, if quick { 100_000 } else { 300_000 }).await;
+    let w1_leader = mean(&w1, "leader", 1).unwrap_or(0.0);
+    say(format!(
+        "ceiling (redis-benchmark -c 50, EVALSHA of our scripts): acquire {:.0}/s pipelined (-P 16), {:.0}/s unpipelined; release {:.0}/s pipelined",
+        ceiling.acquire_pipelined, ceiling.acquire_plain, ceiling.release_pipelined
+    ));
+    say(format!(
+        "  cycle ceiling {:.0}/s pipelined; leader W1 (N=1) reaches {:.2} of it\n",
+        ceiling.cycles(),
+        w1_leader / ceiling.cycles()
+    ));
+    report.insert("ceiling".into(), json!({
+        "acquire_pipelined": ceiling.acquire_pipelined, "acquire_unpipelined": ceiling.acquire_plain,
+        "release_pipelined": ceiling.release_pipelined, "cycle_pipelined": ceiling.cycles(),
+        "w1_leader_share": w1_leader / ceiling.cycles(),
+    }));
+
+    // Round trips per operation, from INFO commandstats.
+    let store = leader::RedisStore::connect(&server.url()).await.unwrap();
+    let trips = checks::round_trips(&server, &store).await;
+    say(format!(
+        "round trips per operation (INFO commandstats): {}",
+        trips.iter().map(|(op, n)| format!("{op} {n:.2}")).collect::<Vec<_>>().join(", ")
+    ));
+    report.insert(
+        "round_trips".into(),
+        json!(
+            trips
+                .iter()
+                .map(|(op, n)| (op.to_string(), json!(n)))
+                .collect::<serde_json::Map<_, _>>()
+        ),
+    );
+
+    // Uncontended latency against PING.
+    let ((a50, a99), (p50, p99)) =
+        checks::latency(&server, &store, if quick { 500 } else { 2_000 }).await;
+    say(format!(
+        "uncontended acquire latency p50 {} ms, p99 {} ms; PING p50 {} ms, p99 {} ms; p50 ratio {:.2}",
+        ms(a50),
+        ms(a99),
+        ms(p50),
+        ms(p99),
+        a50.as_secs_f64() / p50.as_secs_f64()
+    ));
+    report.insert(
+        "latency_ms".into(),
+        json!({
+            "acquire_p50": a50.as_secs_f64() * 1e3, "acquire_p99": a99.as_secs_f64() * 1e3,
+            "ping_p50": p50.as_secs_f64() * 1e3, "ping_p99": p99.as_secs_f64() * 1e3,
+        }),
+    );
+
+    // Crash fail-over.
+    let mut overshoots = checks::crash_fail_over(&server, if quick { 3 } else { 10 }).await;
+    let worst = *overshoots.iter().max().unwrap();
+    say(format!(
+        "crash fail-over (holder SIGKILLed, 1 s lease): waiter held the slot p50 {} ms, worst {} ms after the dead holder's expiry",
+        ms(percentile(&mut overshoots, 50.0)),
+        ms(worst)
+    ));
+    report.insert("crash_fail_over_worst_ms".into(), json!(worst.as_secs_f64() * 1e3));
+
+    // Idle cost.
+    let idle_window = Duration::from_secs(if quick { 1 } else { 3 });
+    let idle = checks::idle_cost(&server, 1_000, idle_window).await;
+    say(format!("idle: 1,000 waiters on a full group sent {idle} commands in {idle_window:?}"));
+    report.insert("idle_commands".into(), json!(idle));
+
+    // Scale.
+    let (candidates, groups) = if quick { (2_000, 200) } else { (10_000, 1_000) };
+    let window = Duration::from_secs(if quick { 3 } else { 6 });
+    let memory = checks::scale_memory(candidates, groups, window).await;
+    let redis = checks::scale(
+        leader::RedisStore::connect(&server.url()).await.unwrap(),
+        candidates,
+        groups,
+        window,
+    )
+    .await;
+    for (store, figures) in [("MemoryStore", &memory), ("RedisStore", &redis)] {
+        say(format!(
+            "scale on {store}: {candidates} candidates / {groups} groups: {:.0} holders, {:.0} bytes resident per candidate, {:.2} renewals per holder per lease, {:.2} attempts per standby per lease",
+            figures["holders"],
+            figures["bytes_per_candidate"],
+            figures["renewals_per_holder_per_lease"],
+            figures["attempts_per_standby_per_lease"]
+        ));
+        report.insert(format!("scale_{store}"), json!(figures));
+    }
+    if as_json {
+        println!("{}", serde_json::Value::Object(report));
+    }
+}

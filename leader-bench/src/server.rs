@@ -1,0 +1,100 @@
+//! The bench's own `redis-server`, and what it reports.
+
+use std::process::Command;
+
+use leader::deadpool_redis::redis;
+
+#[path = "../../tests/support/redis_server.rs"]
+#[allow(dead_code)] // shared with the tests, which use all of it
+mod redis_server;
+
+/// The server the bench measures against, killed on drop.
+pub struct Server(redis_server::RedisServer);
+
+/// Commands our scripts run inside the server: INFO counts them, but they are no round trips.
+const SCRIPT_INTERNAL: &[&str] = &[
+    "time",
+    "zscore",
+    "hget",
+    "get",
+    "zrangebyscore",
+    "zremrangebyscore",
+    "hdel",
+    "zcard",
+    "zrange",
+    "set",
+    "zadd",
+    "hset",
+    "pexpireat",
+    "del",
+    "zrem",
+    "publish",
+];
+
+impl Server {
+    pub fn start() -> Self {
+        Server(redis_server::RedisServer::start())
+    }
+
+    pub fn url(&self) -> String {
+        self.0.url()
+    }
+
+    pub fn cli(&self, args: &[&str]) -> String {
+        self.0.cli(args)
+    }
+
+    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+    }
+
+    pub fn reset_stats(&self) {
+        self.cli(&["CONFIG", "RESETSTAT"]);
+    }
+
+    /// Commands clients sent since the last reset, by `INFO commandstats` (not counting the
+    /// commands scripts ran inside the server, nor the bench's own INFO and CONFIG).
+    pub fn client_commands(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|line| {
+                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls: u64 = stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
+                let ours =
+                    SCRIPT_INTERNAL.contains(&name) || name == "info" || name.starts_with("config");
+                (!ours).then_some(calls)
+            })
+            .sum()
+    }
+
+    /// Requests per second `redis-benchmark` reaches with `args`.
+    pub fn redis_benchmark(
+        &self,
+        args: &[&str],
+        clients: u32,
+        pipeline: u32,
+        requests: u64,
+    ) -> f64 {
+        let output = Command::new("redis-benchmark")
+            .args(["-h", "127.0.0.1", "-p", &self.0.port.to_string()])
+            .args([
+                "-c",
+                &clients.to_string(),
+                "-P",
+                &pipeline.to_string(),
+                "-n",
+                &requests.to_string(),
+            ])
+            .args(["-r", "1000000000", "-q"])
+            .args(args)
+            .output()
+            .expect("redis-benchmark on PATH (apt-get install redis-tools)");
+        let text = String::from_utf8_lossy(&output.stdout);
+        // "EVALSHA ...: 123456.78 requests per second, p50=…"
+        text.rsplit('\r')
+            .find_map(|part| {
+                part.split(": ").nth(1)?.split(" requests per second").next()?.trim().parse().ok()
+            })
+            .unwrap_or_else(|| panic!("cannot read redis-benchmark's output: {text}"))
+    }
+}
