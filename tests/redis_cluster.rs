@@ -23,7 +23,7 @@ async fn groups_on_every_primary_follow_the_rules() {
     let mut primaries = HashSet::new();
     for i in 0.. {
         let name = format!("jobs-{i}");
-        let port = cluster.node_of(&format!("{{leader:{name}}}:slots")).port;
+        let port = cluster.node_of(&format!("{{leader:{name}}}:group")).port;
         if primaries.insert(port) {
             names.push(name);
         }
@@ -43,15 +43,16 @@ async fn groups_on_every_primary_follow_the_rules() {
             )
             .unwrap(),
         );
-        let key = format!("{{leader:{name}}}:slots");
+        let key = format!("{{leader:{name}}}:group");
         let owner = cluster.node_of(&key);
         let result = first
             .run_if_leader(name, |_| async {
                 second
                         .run_if_leader(name, |_| async {
+                            // Two slot records, plus `max` and `fence`, on the owning node.
                             assert_eq!(
-                                owner.cli(&["ZCARD", &key]),
-                                "2",
+                                owner.cli(&["HLEN", &key]),
+                                "4",
                                 "{name} lives on its own node"
                             );
                             let state = first.state(name).await.unwrap();

@@ -137,7 +137,7 @@ async fn errors_are_clear_and_exit_with_2() {
     assert!(stderr(&output).starts_with("error: invalid `url`"), "{}", stderr(&output));
 
     let server = RedisServer::start();
-    server.cli(&["SET", "{leader:taken}:slots", "someone else's"]);
+    server.cli(&["SET", "{leader:taken}:group", "someone else's"]);
     let output = leader(&server.url(), &["state", "taken"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
@@ -145,7 +145,7 @@ async fn errors_are_clear_and_exit_with_2() {
         "{}",
         stderr(&output)
     );
-    assert_eq!(server.cli(&["GET", "{leader:taken}:slots"]), "someone else's");
+    assert_eq!(server.cli(&["GET", "{leader:taken}:group"]), "someone else's");
 
     let output = leader(&server.url(), &["state", "two words"]);
     assert_eq!(output.status.code(), Some(2));

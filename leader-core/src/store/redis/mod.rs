@@ -355,7 +355,7 @@ impl LeaseStore for RedisStore {
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.slots, &keys.holders, &keys.fence],
+                &[&keys.group, &keys.fence],
                 &[&token, &request.holder, &lease, &request.max_leaders, &granted],
                 self.inner.replica_ack,
             )
@@ -381,9 +381,7 @@ impl LeaseStore for RedisStore {
     ) -> Result<RenewOutcome, Error> {
         let keys = GroupKeys::new(key)?;
         let (token, lease) = (token.to_string(), millis(lease_time));
-        let reply = self
-            .call("renew", key, &RENEW, &[&keys.slots, &keys.holders], &[&token, &lease])
-            .await?;
+        let reply = self.call("renew", key, &RENEW, &[&keys.group], &[&token, &lease]).await?;
         reply::renew(reply)
     }
 
@@ -397,20 +395,14 @@ impl LeaseStore for RedisStore {
         let (token, min_lease) = (token.to_string(), millis(min_lease_time));
         let channel = release_channel(key);
         let reply = self
-            .call(
-                "release",
-                key,
-                &RELEASE,
-                &[&keys.slots, &keys.holders],
-                &[&token, &min_lease, &channel],
-            )
+            .call("release", key, &RELEASE, &[&keys.group], &[&token, &min_lease, &channel])
             .await?;
         reply::release(reply)
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let keys = GroupKeys::new(key)?;
-        let reply = self.call("state", key, &STATE, &[&keys.slots, &keys.holders], &[]).await?;
+        let reply = self.call("state", key, &STATE, &[&keys.group], &[]).await?;
         reply::state(reply)
     }
 

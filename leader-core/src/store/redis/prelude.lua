@@ -1,25 +1,31 @@
--- Shared by every script (prepended to each): the server clock and key lifetimes.
+-- Shared by every script (prepended to each): the server clock, slot records and key lifetime.
 --
--- A group K lives in three keys that share the hash tag {K}:
---   {K}:slots    sorted set, token -> expiry (ms, server time)
---   {K}:holders  hash, token -> "fence:acquired_ms:holder", and "max" -> max_leaders
---   {K}:fence    string, the last fence handed out; no TTL, so fences never go back
--- The first two expire no sooner than the group's longest live slot. Numbers passed back to
--- Redis go through string.format('%d'), since Lua's own conversion keeps 14 digits.
+-- A group K lives in two keys that share the hash tag {K}:
+--   {K}:group  hash: token -> "expires_ms:fence:acquired_ms:holder" for each slot,
+--              "max" -> max_leaders, "fence" -> the last fence handed out
+--   {K}:fence  string: the last fence as well, with no TTL, so fences never go back
+-- The group hash expires no sooner than its longest live slot. Times are server ms. Numbers
+-- passed back to Redis go through string.format('%d'): Lua's own conversion keeps 14 digits.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- Makes the slot and holder keys live at least until `expires`. When the group had no live
--- slot the keys may be new (no TTL yet), so the expiry is set outright; otherwise GT only
--- ever moves it later, which needs no look at the other slots.
-local function keep_keys_until(slots, holders, expires, group_was_empty)
-  local at = string.format('%d', expires)
-  if group_was_empty then
-    redis.call('PEXPIREAT', slots, at)
-    redis.call('PEXPIREAT', holders, at)
+-- A slot record's fields: expires, fence, acquired (numbers) and holder.
+local function parse_slot(record)
+  local expires, fence, acquired, holder = string.match(record, '^(%d+):(%d+):(%d+):(.*)$')
+  return tonumber(expires), tonumber(fence), tonumber(acquired), holder
+end
+
+local function slot_record(expires, fence, acquired, holder)
+  return string.format('%d:%d:%d:%s', expires, fence, acquired, holder)
+end
+
+-- Makes the group hash live at least until `expires`. With no other live slot the key may be
+-- new (no TTL yet), so the expiry is set outright; otherwise GT only ever moves it later.
+local function keep_group_until(group, expires, alone)
+  if alone then
+    redis.call('PEXPIREAT', group, string.format('%d', expires))
   else
-    redis.call('PEXPIREAT', slots, at, 'GT')
-    redis.call('PEXPIREAT', holders, at, 'GT')
+    redis.call('PEXPIREAT', group, string.format('%d', expires), 'GT')
   end
 end

@@ -31,11 +31,12 @@ pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state");
 /// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
 pub const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
 
-/// The Redis keys of one group, all under the hash tag `{key}` so a Cluster keeps them on
+/// The Redis keys of one group, both under the hash tag `{key}` so a Cluster keeps them on
 /// one slot.
 pub(crate) struct GroupKeys {
-    pub slots: String,
-    pub holders: String,
+    /// The slots, `max_leaders` and the last fence, in one hash.
+    pub group: String,
+    /// The last fence, without a TTL.
     pub fence: String,
 }
 
@@ -50,11 +51,7 @@ impl GroupKeys {
                     .to_owned(),
             });
         }
-        Ok(GroupKeys {
-            slots: format!("{{{key}}}:slots"),
-            holders: format!("{{{key}}}:holders"),
-            fence: format!("{{{key}}}:fence"),
-        })
+        Ok(GroupKeys { group: format!("{{{key}}}:group"), fence: format!("{{{key}}}:fence") })
     }
 }
 

@@ -1,18 +1,21 @@
 -- state: the group's live slots, without their tokens.
--- KEYS[1] slots, KEYS[2] holders
+-- KEYS[1] group
 -- ARGV: none
 -- Reply: {now_ms, max_leaders or 0, fence, acquired_ms, expires_ms, holder, fence, …}
-local slots, holders = KEYS[1], KEYS[2]
-local reply = {now, tonumber(redis.call('HGET', holders, 'max')) or 0}
-local live = redis.call('ZRANGEBYSCORE', slots, string.format('(%d', now), '+inf', 'WITHSCORES')
-for i = 1, #live, 2 do
-  local info = redis.call('HGET', holders, live[i])
-  local fence, acquired, holder = string.match(info or '', '^(%d+):(%d+):(.*)$')
-  if fence then
-    reply[#reply + 1] = tonumber(fence)
-    reply[#reply + 1] = tonumber(acquired)
-    reply[#reply + 1] = tonumber(live[i + 1])
-    reply[#reply + 1] = holder
+local fields = redis.call('HGETALL', KEYS[1])
+local reply = {now, 0}
+for i = 1, #fields, 2 do
+  local field, value = fields[i], fields[i + 1]
+  if field == 'max' then
+    reply[2] = tonumber(value) or 0
+  elseif field ~= 'fence' then
+    local expires, fence, acquired, holder = parse_slot(value)
+    if expires and expires > now then
+      reply[#reply + 1] = fence
+      reply[#reply + 1] = acquired
+      reply[#reply + 1] = expires
+      reply[#reply + 1] = holder
+    end
   end
 end
 return reply
