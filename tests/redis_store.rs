@@ -454,3 +454,39 @@ async fn acl_user_and_password_come_from_the_url_and_never_show() {
     let shown = format!("{err} {err:?} {:?}", std::error::Error::source(&err));
     assert!(!shown.contains("wrong-pass"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_script_error_from_the_server_is_a_clear_error_and_takes_no_slot() {
+    let (store, server) = standalone().await;
+    store.state("leader:warm").await.unwrap(); // connection and script cache ready
+    // A server out of memory refuses writes, inside scripts too.
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+    let err = store.acquire(request("leader:oom", 1, token())).await.unwrap_err();
+    let shown = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(shown.to_lowercase().contains("oom") || shown.contains("maxmemory"), "{shown}");
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(slot_records(&server, "leader:oom"), 0, "no slot was left behind");
+    assert!(matches!(
+        store.acquire(request("leader:oom", 1, token())).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_is_a_timeout_not_a_hang() {
+    let server = RedisServer::start();
+    let mut config = deadpool_redis::Config::from_url(server.url());
+    config.pool = Some(deadpool_redis::PoolConfig::new(1));
+    let pool = config.create_pool(Some(deadpool_redis::Runtime::Tokio1)).unwrap();
+    let _taken = pool.get().await.unwrap(); // the application holds the only connection
+    let store = RedisStore::from_pool(pool, redis::Client::open(server.url()).unwrap())
+        .with_command_timeout(Duration::from_millis(300))
+        .unwrap();
+    let started = Instant::now();
+    let err = store.acquire(request("leader:starved", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { operation: "acquire", .. }), "{err:?}");
+    assert!(err.is_transient());
+    assert!(started.elapsed() < 5 * SECOND);
+    assert_eq!(slot_records(&server, "leader:starved"), 0);
+}
