@@ -35,8 +35,44 @@ impl RedisServer {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
+        // Another test may take the free port between our check and the server's bind:
+        // then the server exits at once, and we try again on another port.
+        for _ in 0..5 {
+            if server.try_spawn() {
+                return server;
+            }
+            server.port = free_port();
+        }
         server.spawn();
         server
+    }
+
+    /// Starts the server; false if it exited at once (its port was taken).
+    fn try_spawn(&mut self) -> bool {
+        let mut child =
+            self.command().spawn().expect("redis-server on PATH (apt-get install redis-server)");
+        std::thread::sleep(Duration::from_millis(30));
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        self.child = Some(child);
+        wait_until_answers(self.port, &self.dir.path().join("redis.log"));
+        true
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.dir.path().join("redis.log"))
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
     }
 
     pub fn url(&self) -> String {
@@ -48,21 +84,10 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let log = self.dir.path().join("redis.log");
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .arg("--logfile")
-            .arg(&log)
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (apt-get install redis-server)");
+        let child =
+            self.command().spawn().expect("redis-server on PATH (apt-get install redis-server)");
         self.child = Some(child);
-        wait_until_answers(self.port, &log);
+        wait_until_answers(self.port, &self.dir.path().join("redis.log"));
     }
 
     /// SIGKILL: the server dies with everything it held in memory.
