@@ -41,47 +41,12 @@ fn token() -> LeaseToken {
     LeaseToken::generate().unwrap()
 }
 
-/// Calls per command name since the last reset, from the server's `INFO commandstats`.
-fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
-
 /// Live and expired slots recorded for `key` on `server`: the group hash's fields other than
 /// `max` and `fence`.
 fn slot_records(server: &RedisServer, key: &str) -> usize {
     let fields = server.cli(&["HKEYS", &format!("{{{key}}}:group")]);
     fields.lines().filter(|field| !field.is_empty() && *field != "max" && *field != "fence").count()
 }
-
-/// The commands our scripts run inside the server; INFO counts them too, but they cost no
-/// round trip.
-const SCRIPT_INTERNAL: &[&str] = &[
-    "hgetall",
-    "time",
-    "zscore",
-    "hget",
-    "get",
-    "zrangebyscore",
-    "zremrangebyscore",
-    "hdel",
-    "zcard",
-    "zrange",
-    "set",
-    "zadd",
-    "hset",
-    "pexpireat",
-    "del",
-    "zrem",
-    "publish",
-];
 
 /// The client-sent commands an operation cost, read from the server.
 async fn round_trips<F: Future>(
@@ -90,15 +55,7 @@ async fn round_trips<F: Future>(
 ) -> (F::Output, HashMap<String, u64>) {
     server.cli(&["CONFIG", "RESETSTAT"]);
     let output = operation.await;
-    let sent = command_calls(server)
-        .into_iter()
-        .filter(|(name, _)| {
-            !SCRIPT_INTERNAL.contains(&name.as_str())
-                && name != "info"
-                && name != "config|resetstat"
-        })
-        .collect();
-    (output, sent)
+    (output, server.client_commands())
 }
 
 #[tokio::test]

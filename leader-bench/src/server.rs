@@ -11,27 +11,6 @@ mod redis_server;
 /// The server the bench measures against, killed on drop.
 pub struct Server(redis_server::RedisServer);
 
-/// Commands our scripts run inside the server: INFO counts them, but they are no round trips.
-const SCRIPT_INTERNAL: &[&str] = &[
-    "hgetall",
-    "time",
-    "zscore",
-    "hget",
-    "get",
-    "zrangebyscore",
-    "zremrangebyscore",
-    "hdel",
-    "zcard",
-    "zrange",
-    "set",
-    "zadd",
-    "hset",
-    "pexpireat",
-    "del",
-    "zrem",
-    "publish",
-];
-
 impl Server {
     pub fn start() -> Self {
         Server(redis_server::RedisServer::start())
@@ -53,19 +32,10 @@ impl Server {
         self.cli(&["CONFIG", "RESETSTAT"]);
     }
 
-    /// Commands clients sent since the last reset, by `INFO commandstats` (not counting the
-    /// commands scripts ran inside the server, nor the bench's own INFO and CONFIG).
+    /// Commands clients sent since the last reset (not counting the commands scripts ran
+    /// inside the server, nor the bench's own INFO and CONFIG).
     pub fn client_commands(&self) -> u64 {
-        self.cli(&["INFO", "commandstats"])
-            .lines()
-            .filter_map(|line| {
-                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls: u64 = stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
-                let ours =
-                    SCRIPT_INTERNAL.contains(&name) || name == "info" || name.starts_with("config");
-                (!ours).then_some(calls)
-            })
-            .sum()
+        self.0.client_commands().values().sum()
     }
 
     /// Requests per second `redis-benchmark` reaches with `args`.

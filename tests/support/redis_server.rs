@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+/// The commands leader's scripts run inside the server.
+const SCRIPT_INTERNAL: &[&str] =
+    &["time", "hgetall", "hget", "hset", "hdel", "get", "set", "pexpireat", "publish"];
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -118,6 +122,23 @@ impl RedisServer {
         let pid = self.child.as_ref().expect("running").id();
         let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
         assert!(status.unwrap().success(), "kill -{signal} {pid}");
+    }
+
+    /// Calls per command that clients sent since the last `CONFIG RESETSTAT`, from
+    /// `INFO commandstats`: the commands scripts run inside the server (INFO counts those
+    /// too, but they are no round trips) and the INFO and CONFIG calls of this very check
+    /// are left out.
+    pub fn client_commands(&self) -> std::collections::HashMap<String, u64> {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|line| {
+                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
+                let internal =
+                    SCRIPT_INTERNAL.contains(&name) || name == "info" || name.starts_with("config");
+                (!internal).then(|| (name.to_owned(), calls))
+            })
+            .collect()
     }
 
     /// Runs `redis-cli` against this server and returns its output.

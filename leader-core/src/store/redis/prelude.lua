@@ -16,6 +16,19 @@ local function parse_slot(record)
   return tonumber(expires), tonumber(fence), tonumber(acquired), holder
 end
 
+-- The live slot held under `token`, parsed, or nil when there is none (or it expired).
+local function live_slot(group, token)
+  local record = redis.call('HGET', group, token)
+  if not record then
+    return nil
+  end
+  local expires, fence, acquired, holder = parse_slot(record)
+  if not expires or expires <= now then
+    return nil
+  end
+  return expires, fence, acquired, holder
+end
+
 local function slot_record(expires, fence, acquired, holder)
   return string.format('%d:%d:%d:%s', expires, fence, acquired, holder)
 end

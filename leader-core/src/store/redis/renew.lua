@@ -4,12 +4,8 @@
 -- Reply: {1, expires_ms, now_ms}   renewed
 --        {0}                       not held
 local group, token = KEYS[1], ARGV[1]
-local record = redis.call('HGET', group, token)
-if not record then
-  return {0}
-end
-local expires, fence, acquired, holder = parse_slot(record)
-if not expires or expires <= now then
+local expires, fence, acquired, holder = live_slot(group, token)
+if not expires then
   return {0}
 end
 local renewed = now + tonumber(ARGV[2])
