@@ -5,6 +5,7 @@
 //! cargo run -p leader-bench --release                 # about four minutes
 //! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
 //! cargo run -p leader-bench --release -- --json
+//! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -39,6 +40,8 @@ async fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    // `--profile NAME`: only W1 and W2 of one contender, for a profiler to watch.
+    let profile = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)).cloned();
     let as_json = args.iter().any(|a| a == "--json");
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 30 } else { 100 };
@@ -67,7 +70,7 @@ async fn main() {
     let mut w1: Vec<(String, u32, f64)> = Vec::new();
     let mut w2: Vec<(String, u32, f64)> = Vec::new();
     for round in 0..2 {
-        for name in CONTENDERS {
+        for name in CONTENDERS.into_iter().filter(|n| profile.as_deref().is_none_or(|p| p == *n)) {
             let contender = Contender::connect(name, &server.url()).await;
             for n in [1, 3] {
                 if !contender.supports(n) {
@@ -87,6 +90,10 @@ async fn main() {
             }
         }
         server.cli(&["FLUSHALL"]);
+    }
+    if let Some(name) = &profile {
+        println!("{name}: W1 {:?}\n{name}: W2 {:?}", w1, w2);
+        return;
     }
     let mean = |rows: &[(String, u32, f64)], name: &str, n: u32| -> Option<f64> {
         let values: Vec<f64> =
