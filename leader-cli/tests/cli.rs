@@ -156,29 +156,37 @@ async fn errors_are_clear_and_exit_with_2() {
 async fn watch_redraws_when_slots_are_granted_and_released() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
-    let watcher = Command::new(env!("CARGO_BIN_EXE_leader"))
-        .args(["--url", &server.url(), "watch", "pool", "--duration", "3s"])
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_leader"))
+        .args(["--url", &server.url(), "watch", "pool", "--duration", "60s"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await; // the first frame, and the subscription
+    // Frames arrive one by one; each step waits for the frame before it, so a slow start
+    // of the watcher cannot make it miss a change.
+    let (frames_tx, frames) = std::sync::mpsc::channel::<String>();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut frame = String::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.is_empty() {
+                let _ = frames_tx.send(std::mem::take(&mut frame));
+            } else {
+                frame.push_str(&line);
+                frame.push('\n');
+            }
+        }
+    });
+    let next_frame = || frames.recv_timeout(Duration::from_secs(10)).expect("a frame within 10 s");
+
+    let first = next_frame();
+    assert!(first.contains("no live slots"), "{first}");
     let (token, _) = hold(&store, "leader:pool", "worker-x").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let granted = next_frame();
+    assert!(granted.contains("1 of 3 slots held") && granted.contains("worker-x"), "{granted}");
     store.release("leader:pool", token, Duration::ZERO).await.unwrap();
-    let output =
-        tokio::task::spawn_blocking(move || watcher.wait_with_output()).await.unwrap().unwrap();
-    assert!(output.status.success());
-    let frames: Vec<&str> = std::str::from_utf8(&output.stdout)
-        .unwrap()
-        .split("\n\n")
-        .filter(|f| !f.is_empty())
-        .collect();
-    assert_eq!(frames.len(), 3, "initial, after the grant, after the release: {frames:?}");
-    assert!(frames[0].contains("no live slots"));
-    assert!(
-        frames[1].contains("1 of 3 slots held") && frames[1].contains("worker-x"),
-        "{}",
-        frames[1]
-    );
-    assert!(frames[2].contains("no live slots"));
+    let released = next_frame();
+    assert!(released.contains("no live slots"), "{released}");
+    watcher.kill().unwrap();
+    let _ = watcher.wait();
 }
