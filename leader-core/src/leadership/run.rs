@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
-use super::{Command, Shared, WhenUncoordinated};
+use super::{Command, LeadershipSettings, Shared, WhenUncoordinated};
 use crate::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::renewal::keep_renewing;
@@ -150,14 +150,7 @@ async fn stand(
         let wait = match telemetry::acquire(&*shared.store, request).await {
             Ok(AcquireOutcome::Granted(grant)) => {
                 succeeded(shared, state);
-                let lease = Lease::new(
-                    &settings.role,
-                    &settings.key,
-                    token,
-                    settings.holder_id.clone(),
-                    grant,
-                    sent_at,
-                );
+                let lease = term_lease(settings, token, grant, sent_at);
                 return Ok((lease, token));
             }
             Ok(AcquireOutcome::Full { nearest_expiry }) => {
@@ -286,14 +279,7 @@ async fn uncoordinated(
                 expires_in: settings.lease,
             };
             let token = LeaseToken::from_u128(0);
-            let lease = Lease::new(
-                &settings.role,
-                &settings.key,
-                token,
-                settings.holder_id.clone(),
-                grant,
-                Instant::now(),
-            );
+            let lease = term_lease(settings, token, grant, Instant::now());
             *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease);
             shared.status.send_modify(|status| {
                 status.is_leader = true;
@@ -316,6 +302,16 @@ async fn uncoordinated(
             None => return,
         }
     }
+}
+
+/// The lease of a term of this role, for `grant` requested at `sent_at`.
+fn term_lease(
+    settings: &LeadershipSettings,
+    token: LeaseToken,
+    grant: Grant,
+    sent_at: Instant,
+) -> Lease {
+    Lease::new(&settings.role, &settings.key, token, settings.holder_id.clone(), grant, sent_at)
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
