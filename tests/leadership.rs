@@ -236,12 +236,34 @@ async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
     let leader =
         start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead))
             .await;
-    sleep(10 * SECOND).await;
+    sleep(60 * SECOND).await; // four leases: an uncoordinated term never runs out
     assert!(!follower.is_coordinated() && !follower.is_leader());
     assert!(!leader.is_coordinated() && leader.is_leader());
     assert!(!leader.leadership_token().is_cancelled());
     assert_eq!(logs.lines_with("does not coordinate").len(), 2, "once per role");
     assert!(!follower.describe().coordinated);
+}
+
+/// A process paused past its lease (here: the runtime's only thread blocked, so no timer
+/// fires) must see the loss on its first check after waking, before acting.
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
+    let options = options()
+        .lease(Duration::from_millis(300))
+        .renew_interval(Duration::from_millis(100))
+        .retry_interval(Duration::from_millis(100));
+    let leadership = start("paused", MemoryStore::new(), options).await;
+    let token = timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    let lease = leadership.lease().expect("leading");
+    assert!(leadership.is_leader() && !lease.is_lost());
+
+    std::thread::sleep(Duration::from_millis(400)); // the pause: nothing else runs
+
+    assert!(!leadership.is_leader(), "the local deadline passed during the pause");
+    assert!(lease.is_lost());
+    assert_eq!(lease.loss_reason(), Some(leader::LossReason::Expired));
+    assert!(token.is_cancelled(), "the check fired the loss signal too");
+    leadership.stop().await;
 }
 
 #[tokio::test]
@@ -311,7 +333,8 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     sleep(Duration::from_millis(350)).await;
     assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
-    // The next renewal wedges the loop's thread for a second: it still believes it leads.
+    // The next renewal wedges the loop's thread for a second: the loop still believes it
+    // leads, the probe says it is wedged, and `is_leader()` checks the deadline itself.
     // Watch from a plain thread, since a wedged worker can hold up tokio's timers too.
     store.block_next_renewal(Duration::from_secs(1));
     let probe = leadership.clone();
@@ -331,7 +354,7 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
         }
         leader::LeadershipHealth::Healthy => None,
     });
-    assert_eq!(wedged, Some((true, true)), "never reported wedged while leading");
+    assert_eq!(wedged, Some((false, true)), "never reported wedged past the lease");
     // Once the thread is free, the loop finds the lease gone and steps down or is elected
     // anew: healthy again.
     assert!(seen.last().unwrap().1.is_healthy(), "{:?}", seen.last());

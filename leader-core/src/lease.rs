@@ -183,9 +183,22 @@ impl Lease {
         self.expiry().deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Whether the loss signal has fired.
+    /// Whether the slot is no longer held: the loss signal has fired, or the local deadline
+    /// has passed. The deadline is checked here and now, so a process that was paused past
+    /// its lease (a stop signal, a long stall) sees the loss on its first check after
+    /// waking, even before the task that fires the signal has run; check right before
+    /// acting on leadership.
     pub fn is_lost(&self) -> bool {
-        self.inner.lost.is_cancelled()
+        if self.inner.lost.is_cancelled() {
+            return true;
+        }
+        if Instant::now() < self.deadline() {
+            return false;
+        }
+        if self.inner.held.load(Ordering::Acquire) {
+            self.mark_lost(LossReason::Expired);
+        }
+        true
     }
 
     /// Why the lease was lost, once it has been.

@@ -128,9 +128,12 @@ impl Leadership {
         &self.shared.settings.role
     }
 
-    /// Whether this instance leads now.
+    /// Whether this instance leads now: it won a term and the term's local deadline has not
+    /// passed. Checked here and now, so a process paused past its lease answers `false` on
+    /// its first check after waking, even before the background loop has noticed; check
+    /// right before acting on leadership, and pass [`fence`](Self::fence) downstream.
     pub fn is_leader(&self) -> bool {
-        self.shared.status.borrow().is_leader
+        self.shared.status.borrow().is_leader && self.lease().is_some_and(|lease| !lease.is_lost())
     }
 
     /// Whether the store coordinates; over a `DisabledStore` the role follows
@@ -216,8 +219,10 @@ impl Leadership {
     /// older than the lease (a wedged leader). Touches nothing.
     pub fn health(&self) -> LeadershipHealth {
         let lease = self.shared.settings.lease;
+        // The loop's belief, not `is_leader()`'s deadline check: a wedged loop still believes.
         // Uncoordinated leadership renews nothing, so it cannot be wedged.
-        match self.lease().filter(|_| self.is_leader() && self.is_coordinated()) {
+        let status = self.status();
+        match self.lease().filter(|_| status.is_leader && status.coordinated) {
             Some(current) if current.since_confirmed() > lease => {
                 LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease }
             }

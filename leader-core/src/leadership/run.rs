@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
 use super::{Command, LeadershipSettings, Shared, WhenUncoordinated};
+use crate::duration::MAX_DURATION;
 use crate::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::renewal::keep_renewing;
@@ -271,12 +272,13 @@ async fn uncoordinated(
     loop {
         if leads {
             state.term += 1;
+            // Nothing renews an uncoordinated term, so it never runs out.
             let now = SystemTime::now();
             let grant = Grant {
                 fence: 0,
                 acquired_at: now,
-                expires_at: now + settings.lease,
-                expires_in: settings.lease,
+                expires_at: now + MAX_DURATION,
+                expires_in: MAX_DURATION,
             };
             let token = LeaseToken::from_u128(0);
             let lease = term_lease(settings, token, grant, Instant::now());

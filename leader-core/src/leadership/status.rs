@@ -9,7 +9,9 @@ use super::options::WhenUncoordinated;
 /// every change of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LeadershipStatus {
-    /// Whether this instance leads now (holds one of the role's slots).
+    /// Whether the background loop holds one of the role's slots. Before acting, prefer
+    /// [`Leadership::is_leader`](crate::Leadership::is_leader), which also checks the
+    /// term's local deadline.
     pub is_leader: bool,
     /// How many terms this instance has begun (its acquisitions); not a fencing token.
     pub term: u64,
