@@ -3,10 +3,8 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
-pub mod proxy;
-pub mod redis_cluster;
-pub mod redis_sentinel;
-pub mod redis_server;
+#[allow(unused_imports)] // each test file uses part of it
+pub use leader_testkit::{proxy, redis_cluster, redis_sentinel, redis_server};
 
 use std::io;
 use std::sync::Arc;

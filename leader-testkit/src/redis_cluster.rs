@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::redis_server::{RedisServer, cli};
+use crate::redis_server::{RedisServer, cli};
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,

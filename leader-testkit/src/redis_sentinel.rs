@@ -3,7 +3,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::redis_server::{RedisServer, cli, free_port};
+use crate::redis_server::{RedisServer, cli, free_port};
 
 pub const MASTER_NAME: &str = "leader-test";
 

@@ -1,0 +1,12 @@
+//! Test support for `leader`, shared by the workspace's integration tests and its chaos
+//! harness: real `redis-server` processes that tests start themselves (standalone, a
+//! Sentinel set-up, a Cluster), which can be killed, restarted and paused, and a TCP proxy
+//! that injects network faults between a client and a server.
+//!
+//! These helpers panic on a broken environment (no `redis-server` on the path): they are
+//! for tests, not for production code.
+
+pub mod proxy;
+pub mod redis_cluster;
+pub mod redis_sentinel;
+pub mod redis_server;

@@ -1,0 +1,177 @@
+//! A TCP proxy between clients and a real server that injects the faults networks have:
+//! replies lost after the request went through, connections cut, a black hole, latency.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Mutex, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What the proxy does to the traffic it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// Forward everything.
+    #[default]
+    None,
+    /// Requests still reach the server, but its replies are thrown away and the client's
+    /// connection is closed: the command ran, the client never hears.
+    DropReplies,
+    /// Nothing moves in either direction, and new connections get no answer; what was sent
+    /// waits in the sockets and flows on once healed, as TCP retransmission would deliver
+    /// it after a partition.
+    BlackHole,
+    /// Every chunk, both ways, is delivered this much later (order is kept).
+    Latency(Duration),
+}
+
+/// A proxy from `127.0.0.1:port` to `127.0.0.1:upstream`, stopped on drop.
+pub struct Proxy {
+    /// The port clients connect to.
+    pub port: u16,
+    fault: watch::Sender<Fault>,
+    connections: Arc<Mutex<CancellationToken>>,
+    stop: CancellationToken,
+}
+
+impl Proxy {
+    /// Forwards 127.0.0.1:`port` to 127.0.0.1:`upstream`.
+    pub async fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let fault = watch::Sender::new(Fault::None);
+        let stop = CancellationToken::new();
+        let connections = Arc::new(Mutex::new(stop.child_token()));
+        let (faults, stopped, live) = (fault.clone(), stop.clone(), connections.clone());
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    () = stopped.cancelled() => return,
+                };
+                let Ok((client, _)) = accepted else { return };
+                let cut = live.lock().await.child_token();
+                tokio::spawn(carry(client, upstream, faults.subscribe(), cut));
+            }
+        });
+        Proxy { port, fault, connections, stop }
+    }
+
+    /// The URL clients connect to.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Sets the fault from now on (connections open now included).
+    pub fn set(&self, fault: Fault) {
+        self.fault.send_replace(fault);
+    }
+
+    /// While set, requests still reach the server, but its replies are thrown away and the
+    /// client's connection is closed.
+    pub fn drop_replies(&self, drop: bool) {
+        self.set(if drop { Fault::DropReplies } else { Fault::None });
+    }
+
+    /// Closes every open connection at once; new ones are carried as before.
+    pub async fn cut(&self) {
+        let mut live = self.connections.lock().await;
+        live.cancel();
+        *live = self.stop.child_token();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Carries one client connection until either side closes, it is cut or the fault says so.
+async fn carry(
+    client: TcpStream,
+    upstream: u16,
+    mut fault: watch::Receiver<Fault>,
+    cut: CancellationToken,
+) {
+    // A black hole answers no new connection either.
+    if wait_out_black_hole(&mut fault, &cut).await.is_none() {
+        return;
+    }
+    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    tokio::select! {
+        () = pump(client_read, server_write, fault.clone(), false) => {}
+        () = pump(server_read, client_write, fault, true) => {}
+        () = cut.cancelled() => {}
+    }
+}
+
+/// Moves bytes one way, applying the fault; `replies` is the server-to-client direction.
+async fn pump(
+    mut from: OwnedReadHalf,
+    to: OwnedWriteHalf,
+    mut fault: watch::Receiver<Fault>,
+    replies: bool,
+) {
+    // A writer task delivers each chunk at its due time, so latency keeps pipelining.
+    let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let writer = async move {
+        let mut to = to;
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    };
+    let reader = async move {
+        let never = CancellationToken::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let Some(current) = wait_out_black_hole(&mut fault, &never).await else { return };
+            let n = tokio::select! {
+                read = from.read(&mut buffer) => match read {
+                    Ok(n @ 1..) => n,
+                    _ => return,
+                },
+                // A black hole that starts while we wait for bytes: stop reading at once.
+                _ = fault.changed() => continue,
+            };
+            let delay = match current {
+                Fault::DropReplies if replies => return, // lost, and the connection with it
+                Fault::Latency(delay) => delay,
+                _ => Duration::ZERO,
+            };
+            if chunks.send((Instant::now() + delay, buffer[..n].to_vec())).is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = writer => {}
+        () = reader => {}
+    }
+}
+
+/// Waits while the fault is a black hole; returns the fault then in force, or `None` if the
+/// proxy stopped or the connection was cut meanwhile.
+async fn wait_out_black_hole(
+    fault: &mut watch::Receiver<Fault>,
+    cut: &CancellationToken,
+) -> Option<Fault> {
+    loop {
+        let current = *fault.borrow_and_update();
+        if current != Fault::BlackHole {
+            return Some(current);
+        }
+        tokio::select! {
+            changed = fault.changed() => changed.ok()?,
+            () = cut.cancelled() => return None,
+        }
+    }
+}
