@@ -29,14 +29,21 @@ impl RedisCluster {
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
         let created = cli(nodes[0].port, &args);
         assert!(created.contains("All 16384 slots covered"), "cluster create said:\n{created}");
+        let cluster = RedisCluster { nodes };
+        cluster.wait_until_ok();
+        cluster
+    }
+
+    /// Waits until every node reports `cluster_state:ok` (a restarted primary takes about
+    /// two seconds before it accepts writes again).
+    pub fn wait_until_ok(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        for node in &nodes {
+        for node in &self.nodes {
             while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
                 assert!(Instant::now() < deadline, "the cluster did not become ok");
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
-        RedisCluster { nodes }
     }
 
     pub fn urls(&self) -> Vec<String> {
@@ -45,10 +52,15 @@ impl RedisCluster {
 
     /// The node that serves `key`.
     pub fn node_of(&self, key: &str) -> &RedisServer {
+        &self.nodes[self.index_of(key)]
+    }
+
+    /// The index in [`nodes`](Self::nodes) of the node that serves `key`.
+    pub fn index_of(&self, key: &str) -> usize {
         let slot: u16 = self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
         self.nodes
             .iter()
-            .find(|node| {
+            .position(|node| {
                 let nodes = node.cli(&["CLUSTER", "NODES"]);
                 nodes.lines().any(|line| line.contains("myself") && serves(line, slot))
             })

@@ -68,13 +68,16 @@ impl RedisSentinel {
             cli(self.sentinel_port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])
                 .contains(&self.replica.port.to_string())
         });
+        self.wait_for("the old primary to sync with the new one", || {
+            self.primary.cli(&["INFO", "replication"]).contains("master_link_status:up")
+        });
     }
 
     fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !done() {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }

@@ -1,0 +1,56 @@
+//! The Redis deployment a scenario runs on, started by the harness itself.
+
+use leader_testkit::redis_cluster::RedisCluster;
+use leader_testkit::redis_sentinel::RedisSentinel;
+use leader_testkit::redis_server::RedisServer;
+
+use crate::store_spec::StoreSpec;
+
+/// Which deployment a scenario needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One server.
+    Standalone,
+    /// A primary, a replica and a Sentinel.
+    Sentinel,
+    /// Three primaries.
+    Cluster,
+}
+
+/// A running deployment, stopped on drop.
+pub enum Backend {
+    /// One server.
+    Standalone(RedisServer),
+    /// A primary, a replica and a Sentinel.
+    Sentinel(RedisSentinel),
+    /// Three primaries.
+    Cluster(RedisCluster),
+}
+
+impl Backend {
+    /// Starts a deployment of `topology` (blocking: it waits for the servers to answer).
+    pub fn start(topology: Topology) -> Self {
+        match topology {
+            Topology::Standalone => Backend::Standalone(RedisServer::start()),
+            Topology::Sentinel => Backend::Sentinel(RedisSentinel::start()),
+            Topology::Cluster => Backend::Cluster(RedisCluster::start()),
+        }
+    }
+
+    /// How clients reach it directly.
+    pub fn spec(&self) -> StoreSpec {
+        match self {
+            Backend::Standalone(server) => StoreSpec::Standalone(server.url()),
+            Backend::Sentinel(set_up) => StoreSpec::Sentinel(set_up.sentinel_url()),
+            Backend::Cluster(cluster) => StoreSpec::Cluster(cluster.urls()),
+        }
+    }
+
+    /// The single server, for faults that act on it.
+    pub fn server(&mut self) -> Option<&mut RedisServer> {
+        match self {
+            Backend::Standalone(server) => Some(server),
+            _ => None,
+        }
+    }
+}

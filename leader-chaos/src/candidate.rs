@@ -1,0 +1,191 @@
+//! A candidate process: stands for a role with [`Leadership`], and while it leads, writes
+//! to the fenced register every tick with its fence, checking right before each write that
+//! it still leads. It reports every check, write and end of term on standard output (see
+//! [`Event`]), resigns now and then so the slot changes hands, and obeys two commands on
+//! standard input: `stall` (stop itself with SIGSTOP between its next check and its write,
+//! like a GC pause at the worst moment) and `stop` (release and exit).
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use leader::{KeyOptions, Leadership, LeadershipOptions, Lease};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep};
+
+use crate::events::{Event, micros, now_micros};
+use crate::store_spec::StoreSpec;
+
+/// How often a leader checks and writes.
+const TICK: Duration = Duration::from_millis(10);
+
+/// What a candidate process is told on its command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CandidateArgs {
+    /// This candidate's holder id.
+    #[arg(long)]
+    pub id: String,
+    /// The store: redis://…, sentinel:redis://… or cluster:redis://…,redis://…
+    #[arg(long)]
+    pub store: StoreSpec,
+    /// The group's exact key.
+    #[arg(long)]
+    pub key: String,
+    /// Slots in the group.
+    #[arg(long, default_value_t = 1)]
+    pub max_leaders: u32,
+    /// The lease, in milliseconds; renewals every third of it, retries every fifth.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// The fenced register's address, host:port.
+    #[arg(long)]
+    pub register: String,
+    /// Replicas that must acknowledge a grant (Sentinel scenarios).
+    #[arg(long, default_value_t = 0)]
+    pub replica_ack: u32,
+    /// Resign after holding this long (ms) on average, so the slot changes hands.
+    #[arg(long, default_value_t = 700)]
+    pub resign_after_ms: u64,
+}
+
+/// Runs the candidate until told to stop or its input closes.
+pub async fn run(args: CandidateArgs) -> Result<(), String> {
+    let lease = Duration::from_millis(args.lease_ms);
+    let store = args.store.connect(lease / 4, args.replica_ack).map_err(|e| e.to_string())?;
+    let options = LeadershipOptions::new()
+        .lease(lease)
+        .renew_interval(lease / 3)
+        .retry_interval(lease / 5)
+        .retry_jitter(lease / 20)
+        .max_leaders(args.max_leaders)
+        .holder_id(args.id.clone())
+        .keys(KeyOptions::new().exact_key(args.key.clone()));
+    let leadership =
+        Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
+    let mut register = Register::new(args.register.clone());
+    let mut commands = read_commands();
+    let mut stall_next = false;
+    let mut term: Option<(Lease, Instant)> = None; // the term's lease, when it began here
+    let mut random = Random::seeded(std::process::id() as u64 ^ now_micros());
+    let mut hold_for = random.around(args.resign_after_ms);
+    loop {
+        while let Ok(command) = commands.try_recv() {
+            match command.as_str() {
+                "stall" => stall_next = true,
+                _ => return stop(&leadership).await,
+            }
+        }
+        if commands.is_closed() && commands.is_empty() {
+            return stop(&leadership).await;
+        }
+        // The check, right before acting.
+        let lease = leadership.lease().filter(|_| leadership.is_leader());
+        if let Some((ended, _)) = term.take_if(|(held, _)| lease.as_ref().map(Lease::token) != Some(held.token())) {
+            let reason = ended.loss_reason().map_or("ended".to_owned(), |r| r.to_string());
+            report(&Event::Ended { at: now_micros(), fence: ended.fence(), reason });
+        }
+        if let Some(lease) = lease {
+            let at = now_micros();
+            let fence = lease.fence();
+            report(&Event::Leading {
+                at,
+                fence,
+                acquired_at: micros(lease.acquired_at()),
+                expires_at: micros(lease.expires_at()),
+                believes_until: at + lease.remaining().as_micros() as u64,
+            });
+            let began = term.get_or_insert_with(|| (lease, Instant::now())).1;
+            if std::mem::take(&mut stall_next) {
+                let _ = std::io::stdout().flush();
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+            }
+            let at = now_micros();
+            let accepted = register.write(&args.key, &args.id, fence).await;
+            report(&Event::Wrote { at, fence, accepted });
+            if began.elapsed() >= hold_for {
+                report(&Event::Resigning { at: now_micros(), fence });
+                leadership.resign().await;
+                report(&Event::Ended { at: now_micros(), fence, reason: "resigned".into() });
+                term = None;
+                hold_for = random.around(args.resign_after_ms);
+            }
+        }
+        sleep(TICK).await;
+    }
+}
+
+async fn stop(leadership: &Leadership) -> Result<(), String> {
+    leadership.stop().await;
+    report(&Event::Stopped { at: now_micros() });
+    Ok(())
+}
+
+/// Lines from standard input, as commands.
+fn read_commands() -> mpsc::UnboundedReceiver<String> {
+    let (send, receive) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if send.send(line.trim().to_owned()).is_err() {
+                return;
+            }
+        }
+    });
+    receive
+}
+
+fn report(event: &Event) {
+    let line = serde_json::to_string(event).expect("events serialize");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The register connection, opened on first use and again after an error.
+struct Register {
+    address: String,
+    connection: Option<BufReader<TcpStream>>,
+}
+
+impl Register {
+    fn new(address: String) -> Self {
+        Register { address, connection: None }
+    }
+
+    /// Writes with `fence`; whether the register accepted it (false if unreachable).
+    async fn write(&mut self, key: &str, id: &str, fence: u64) -> bool {
+        let request = format!("W {key} {id} {fence}\n");
+        for _ in 0..2 {
+            if self.connection.is_none() {
+                self.connection = TcpStream::connect(&self.address).await.ok().map(BufReader::new);
+            }
+            let Some(connection) = self.connection.as_mut() else { return false };
+            let mut reply = String::new();
+            let sent = connection.get_mut().write_all(request.as_bytes()).await.is_ok()
+                && connection.read_line(&mut reply).await.is_ok_and(|n| n > 0);
+            if sent {
+                return reply.starts_with("OK");
+            }
+            self.connection = None;
+        }
+        false
+    }
+}
+
+/// A small xorshift generator: resignation times need no more.
+struct Random(u64);
+
+impl Random {
+    fn seeded(seed: u64) -> Self {
+        Random(seed | 1)
+    }
+
+    /// A duration uniformly within ±50% of `mean_ms`.
+    fn around(&mut self, mean_ms: u64) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        Duration::from_millis(mean_ms / 2 + self.0 % (mean_ms + 1))
+    }
+}

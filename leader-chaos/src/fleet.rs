@@ -1,0 +1,199 @@
+//! The candidate processes of one scenario: spawned from this very binary, their reports
+//! collected as they come, and the signals and commands the faults need.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::time::{Instant, sleep, timeout};
+
+use crate::events::{Event, now_micros};
+
+/// An event and the candidate that reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    /// The candidate's index in the fleet.
+    pub candidate: usize,
+    /// What it reported.
+    pub event: Event,
+}
+
+struct Member {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pid: Pid,
+    killed: bool,
+}
+
+/// The running candidates.
+pub struct Fleet {
+    program: PathBuf,
+    args: Vec<String>,
+    members: Vec<Member>,
+    reports: Arc<Mutex<Vec<Reported>>>,
+}
+
+impl Fleet {
+    /// Spawns `count` candidates: `program candidate --id c<i> <args…>`.
+    pub fn spawn(program: &Path, count: usize, args: &[String]) -> std::io::Result<Fleet> {
+        let mut fleet = Fleet {
+            program: program.to_owned(),
+            args: args.to_vec(),
+            members: Vec::with_capacity(count),
+            reports: Arc::new(Mutex::new(Vec::new())),
+        };
+        for _ in 0..count {
+            fleet.add()?;
+        }
+        Ok(fleet)
+    }
+
+    /// Spawns one more candidate; its index.
+    pub fn add(&mut self) -> std::io::Result<usize> {
+        let candidate = self.members.len();
+        let mut child = Command::new(&self.program)
+            .arg("candidate")
+            .args(["--id", &format!("c{candidate}")])
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped");
+        let collected = self.reports.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(event) = serde_json::from_str(&line) {
+                    let mut reports = collected.lock().unwrap_or_else(|p| p.into_inner());
+                    reports.push(Reported { candidate, event });
+                }
+            }
+        });
+        let pid = Pid::from_raw(child.id().expect("running") as i32);
+        self.members.push(Member { stdin: child.stdin.take(), child, pid, killed: false });
+        Ok(candidate)
+    }
+
+    /// How many candidates there are.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the fleet is empty.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Everything reported so far.
+    pub fn reports(&self) -> Vec<Reported> {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The candidates that reported leading within the last 100 ms, most recent first.
+    pub fn leading_now(&self) -> Vec<usize> {
+        let since = now_micros().saturating_sub(100_000);
+        let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = vec![None; self.members.len()];
+        for report in reports.iter() {
+            last[report.candidate] = Some(&report.event);
+        }
+        let mut leading: Vec<(u64, usize)> = last
+            .iter()
+            .enumerate()
+            .filter_map(|(candidate, event)| match event {
+                Some(Event::Leading { at, .. } | Event::Wrote { at, .. }) if *at >= since => {
+                    Some((*at, candidate))
+                }
+                _ => None,
+            })
+            .collect();
+        leading.sort_unstable_by(|a, b| b.cmp(a));
+        leading.into_iter().map(|(_, candidate)| candidate).collect()
+    }
+
+    /// Waits up to `limit` until `n` candidates lead; which, or an error naming who did.
+    pub async fn wait_for_leaders(&self, n: usize, limit: Duration) -> Result<Vec<usize>, String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let leading = self.leading_now();
+            if leading.len() >= n {
+                return Ok(leading);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("{n} leaders never appeared within {limit:?}; {leading:?} led"));
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGKILL: the candidate dies holding whatever it held.
+    pub fn kill(&mut self, candidate: usize) {
+        self.members[candidate].killed = true;
+        let _ = kill(self.members[candidate].pid, Signal::SIGKILL);
+    }
+
+    /// SIGSTOP: the candidate freezes wherever it is.
+    pub fn pause(&self, candidate: usize) {
+        let _ = kill(self.members[candidate].pid, Signal::SIGSTOP);
+    }
+
+    /// SIGCONT after [`pause`](Self::pause) or [`stall`](Self::stall).
+    pub fn resume(&self, candidate: usize) {
+        let _ = kill(self.members[candidate].pid, Signal::SIGCONT);
+    }
+
+    /// Tells a leading candidate to stop itself between its next check and its write, and
+    /// waits until it has.
+    pub async fn stall(&mut self, candidate: usize) -> Result<(), String> {
+        let member = &mut self.members[candidate];
+        let stdin = member.stdin.as_mut().ok_or("the candidate's input is closed")?;
+        stdin.write_all(b"stall\n").await.map_err(|e| format!("stall c{candidate}: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !is_stopped(member.pid) {
+            if Instant::now() >= deadline {
+                return Err(format!("c{candidate} did not stall within 5 s"));
+            }
+            sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
+    }
+
+    /// Stops every live candidate gracefully (each releases its slot) and waits for them;
+    /// the ones that did not exit cleanly within 10 s, by index.
+    pub async fn stop(&mut self) -> Vec<usize> {
+        for member in &mut self.members {
+            if let Some(mut stdin) = member.stdin.take() {
+                let _ = stdin.write_all(b"stop\n").await;
+            }
+        }
+        let mut unclean = Vec::new();
+        for (candidate, member) in self.members.iter_mut().enumerate() {
+            if member.killed {
+                let _ = member.child.wait().await;
+                continue;
+            }
+            let _ = kill(member.pid, Signal::SIGCONT);
+            match timeout(Duration::from_secs(10), member.child.wait()).await {
+                Ok(Ok(status)) if status.success() => {}
+                _ => unclean.push(candidate),
+            }
+        }
+        // Let the readers take the last lines.
+        sleep(Duration::from_millis(50)).await;
+        unclean
+    }
+}
+
+/// Whether the process is stopped (state `T` in /proc/<pid>/stat).
+fn is_stopped(pid: Pid) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses.
+    stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+}

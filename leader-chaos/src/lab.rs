@@ -1,0 +1,225 @@
+//! Runs one scenario end to end: the deployment, the register, the candidates, the
+//! monitor, the faults, a graceful stop, then the checker.
+
+use std::path::Path;
+use std::time::Duration;
+
+use leader::LeaseStore;
+use leader_testkit::proxy::{self, Proxy};
+use tokio::task::block_in_place;
+use tokio::time::{Instant, sleep};
+
+use crate::backend::{Backend, Topology};
+use crate::checker::{FaultWindow, Run, Verdict, check};
+use crate::events::now_micros;
+use crate::fleet::Fleet;
+use crate::monitor::Monitor;
+use crate::register::FencedRegister;
+use crate::scenario::{Fault, Scenario, Timing};
+use crate::store_spec::StoreSpec;
+
+/// A scenario's result.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// What the checker found.
+    pub verdict: Verdict,
+    /// How long the scenario took.
+    pub took: Duration,
+    /// Everything the checker judged, for a closer look at a failure.
+    pub run: Run,
+}
+
+/// What a fault acts on.
+struct Lab {
+    backend: Backend,
+    proxy: Option<Proxy>,
+    fleet: Fleet,
+    killed: Vec<usize>,
+    key: String,
+    lease: Duration,
+}
+
+/// Runs `scenario` with candidates spawned from `program` (this crate's binary).
+pub async fn run_scenario(
+    program: &Path,
+    scenario: &Scenario,
+    timing: Timing,
+) -> Result<Outcome, String> {
+    let began = Instant::now();
+    let lease = timing.lease;
+    let topology = scenario.topology;
+    let backend = tokio::task::spawn_blocking(move || Backend::start(topology))
+        .await
+        .map_err(|e| format!("starting {topology:?}: {e}"))?;
+    let direct = backend.spec();
+    let proxy = match (scenario.uses_proxy(), &backend) {
+        (true, Backend::Standalone(server)) => Some(Proxy::start(server.port).await),
+        _ => None,
+    };
+    let through = proxy.as_ref().map_or(direct.clone(), |p| StoreSpec::Standalone(p.url()));
+    let register = FencedRegister::start(scenario.max_leaders).await.map_err(|e| e.to_string())?;
+    let key = format!("chaos:{}", scenario.name);
+    let args: Vec<String> = [
+        ("--store", through.to_string()),
+        ("--key", key.clone()),
+        ("--max-leaders", scenario.max_leaders.to_string()),
+        ("--lease-ms", lease.as_millis().to_string()),
+        ("--register", register.address().to_owned()),
+        ("--replica-ack", u32::from(topology == Topology::Sentinel).to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_owned(), value])
+    .collect();
+    let fleet = Fleet::spawn(program, scenario.candidates, &args).map_err(|e| e.to_string())?;
+    let monitor_store = direct.connect(Duration::from_millis(200), 0).map_err(|e| e.to_string())?;
+    let monitor = Monitor::start(monitor_store.clone(), key.clone(), Duration::from_millis(5));
+    let mut lab = Lab { backend, proxy, fleet, killed: Vec::new(), key, lease };
+    let n = scenario.max_leaders as usize;
+
+    lab.fleet.wait_for_leaders(n, Duration::from_secs(15)).await?;
+    let mut faults = Vec::new();
+    for round in 1..=timing.rounds {
+        sleep(lease).await; // a lease of ordinary hand-overs first
+        faults.push(lab.inject(scenario.fault).await?);
+        lab.fleet
+            .wait_for_leaders(n, 10 * lease)
+            .await
+            .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+    }
+    sleep(lease).await;
+
+    let unclean_exits = lab.fleet.stop().await;
+    // Killed holders' slots run out within a lease of their last renewal.
+    sleep(lease + Duration::from_millis(200)).await;
+    let leaked = live_slots(&monitor_store, &lab.key).await?;
+    let run = Run {
+        max_leaders: n,
+        reports: lab.fleet.reports(),
+        writes: register.log(),
+        samples: monitor.finish(), // before the deployment stops
+        faults,
+        killed: lab.killed.clone(),
+        leaked,
+        unclean_exits,
+        recovery_bound: timing.recovery_bound(),
+        store_forgets_grants: scenario.store_forgets_grants(),
+        expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite,
+    };
+    Ok(Outcome { scenario: *scenario, verdict: check(&run), took: began.elapsed(), run })
+}
+
+/// Live slots of `key`, asking a few times if the store is still coming back.
+async fn live_slots(store: &leader::RedisStore, key: &str) -> Result<usize, String> {
+    let mut last_error = String::new();
+    for _ in 0..50 {
+        match store.state(key).await {
+            Ok(snapshot) => return Ok(snapshot.slots.len()),
+            Err(error) => last_error = error.to_string(),
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("could not read the group at the end: {last_error}"))
+}
+
+impl Lab {
+    /// Injects `fault` and returns when it stopped.
+    async fn inject(&mut self, fault: Fault) -> Result<FaultWindow, String> {
+        let lease = self.lease;
+        let start = now_micros();
+        let mut out = Vec::new();
+        match fault {
+            Fault::KillHolder => {
+                let holder = self.holder()?;
+                self.fleet.kill(holder);
+                self.killed.push(holder);
+                out.push(holder);
+                self.fleet.add().map_err(|e| e.to_string())?; // keep the numbers up
+            }
+            Fault::PauseHolder => {
+                let holder = self.holder()?;
+                self.fleet.pause(holder);
+                out.push(holder);
+                sleep(2 * lease).await;
+                self.fleet.resume(holder);
+            }
+            Fault::StallHolderBeforeWrite => {
+                let holder = self.holder()?;
+                self.fleet.stall(holder).await?;
+                out.push(holder);
+                sleep(2 * lease).await;
+                self.fleet.resume(holder);
+            }
+            Fault::RestartRedis => {
+                let server = self.server()?;
+                block_in_place(|| server.kill());
+                sleep(lease).await;
+                block_in_place(|| self.server().map(|server| server.restart()))?;
+            }
+            Fault::RestartRedisAtOnce => {
+                let server = self.server()?;
+                block_in_place(|| server.restart());
+            }
+            Fault::PauseRedis => {
+                self.server()?.pause();
+                sleep(lease * 3 / 2).await;
+                self.server()?.resume();
+            }
+            Fault::CutConnections => self.proxy()?.cut().await,
+            Fault::BlackHole => self.proxy_fault(proxy::Fault::BlackHole, lease * 3 / 2).await?,
+            Fault::Latency => self.proxy_fault(proxy::Fault::Latency(lease / 10), 3 * lease).await?,
+            Fault::DropReplies => {
+                self.proxy_fault(proxy::Fault::DropReplies, lease * 3 / 2).await?;
+            }
+            Fault::ScriptFlush => {
+                let until = Instant::now() + 2 * lease;
+                while Instant::now() < until {
+                    let server = self.server()?;
+                    let said = block_in_place(|| server.cli(&["SCRIPT", "FLUSH"]));
+                    if said != "OK" {
+                        return Err(format!("SCRIPT FLUSH said `{said}`"));
+                    }
+                    sleep(Duration::from_millis(50)).await;
+                }
+            }
+            Fault::SentinelFailover => match &self.backend {
+                Backend::Sentinel(set_up) => block_in_place(|| set_up.fail_over()),
+                _ => return Err("a Sentinel failover needs the Sentinel topology".into()),
+            },
+            Fault::RestartClusterNode => {
+                let Backend::Cluster(cluster) = &mut self.backend else {
+                    return Err("a Cluster node restart needs the Cluster topology".into());
+                };
+                let node = block_in_place(|| cluster.index_of(&format!("{{{}}}:group", self.key)));
+                block_in_place(|| cluster.nodes[node].kill());
+                sleep(lease).await;
+                block_in_place(|| {
+                    cluster.nodes[node].restart();
+                    cluster.wait_until_ok();
+                });
+            }
+        }
+        Ok(FaultWindow { start, end: now_micros(), out })
+    }
+
+    /// The candidate leading most recently.
+    fn holder(&self) -> Result<usize, String> {
+        self.fleet.leading_now().first().copied().ok_or_else(|| "nobody leads now".to_owned())
+    }
+
+    fn server(&mut self) -> Result<&mut leader_testkit::redis_server::RedisServer, String> {
+        self.backend.server().ok_or_else(|| "this fault needs the standalone topology".into())
+    }
+
+    fn proxy(&self) -> Result<&Proxy, String> {
+        self.proxy.as_ref().ok_or_else(|| "this fault needs the proxy".into())
+    }
+
+    async fn proxy_fault(&self, fault: proxy::Fault, lasting: Duration) -> Result<(), String> {
+        self.proxy()?.set(fault);
+        sleep(lasting).await;
+        self.proxy()?.set(proxy::Fault::None);
+        Ok(())
+    }
+}

@@ -1,0 +1,25 @@
+//! `leader-chaos`: a fault-injection harness for `leader`.
+//!
+//! It runs several candidate processes (this crate's binary, in `candidate` mode) against a
+//! real `redis-server` it starts itself, optionally through a TCP fault proxy. Every leader
+//! writes to a [fenced register](register) with its fence, every candidate reports when it
+//! believes it leads, a [monitor](monitor) samples the store's own view, and after the
+//! faults the [checker](checker) verifies that no stale write was accepted, that fences rose
+//! in grant order, that at most N slots were live and at most N candidates believed they
+//! led at any instant, that the group recovered within one lease plus one retry, and that
+//! no slot leaked.
+//!
+//! `cargo run -p leader-chaos --release` prints the table; `--soak` repeats every fault 20
+//! times; `--only NAME` picks scenarios.
+
+pub mod backend;
+pub mod candidate;
+pub mod checker;
+pub mod events;
+pub mod fleet;
+pub mod lab;
+pub mod monitor;
+pub mod register;
+pub mod report;
+pub mod scenario;
+pub mod store_spec;

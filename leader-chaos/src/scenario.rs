@@ -1,0 +1,150 @@
+//! The scenarios: one fault each, on the deployment it needs, with the candidates and
+//! slots it runs with.
+
+use std::time::Duration;
+
+use crate::backend::Topology;
+
+/// A fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL the holder (a replacement candidate is started afterwards).
+    KillHolder,
+    /// SIGSTOP the holder for two leases, then SIGCONT.
+    PauseHolder,
+    /// The holder stops itself between its check and its write for two leases: its write
+    /// arrives late and must be rejected.
+    StallHolderBeforeWrite,
+    /// SIGKILL Redis and start it again, without data, after one lease.
+    RestartRedis,
+    /// SIGKILL Redis and start it again, without data, at once.
+    RestartRedisAtOnce,
+    /// SIGSTOP Redis for one and a half leases, then SIGCONT.
+    PauseRedis,
+    /// The proxy closes every connection.
+    CutConnections,
+    /// The proxy moves nothing for one and a half leases.
+    BlackHole,
+    /// The proxy delays every chunk both ways by a tenth of the lease, for three leases.
+    Latency,
+    /// The proxy lets requests through but drops replies (closing the connection) for one
+    /// and a half leases.
+    DropReplies,
+    /// `SCRIPT FLUSH` every 50 ms for two leases.
+    ScriptFlush,
+    /// `SENTINEL FAILOVER`: the replica becomes the primary; the fault lasts until the old
+    /// primary has synced as the new one's replica (grants wait for one replica).
+    SentinelFailover,
+    /// The Cluster node serving the group is killed and started again after one lease,
+    /// without data; the fault lasts until the cluster is ok again.
+    RestartClusterNode,
+}
+
+/// One scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scenario {
+    /// A short name, for `--only`.
+    pub name: &'static str,
+    /// The fault.
+    pub fault: Fault,
+    /// The fault in words, for the table.
+    pub described: &'static str,
+    /// Candidate processes.
+    pub candidates: usize,
+    /// Slots in the group.
+    pub max_leaders: u32,
+    /// The deployment.
+    pub topology: Topology,
+}
+
+impl Scenario {
+    /// Whether candidates reach Redis through the fault proxy.
+    pub fn uses_proxy(&self) -> bool {
+        matches!(
+            self.fault,
+            Fault::CutConnections | Fault::BlackHole | Fault::Latency | Fault::DropReplies
+        )
+    }
+
+    /// Whether the fault makes the store forget grants (a restart without data, at once).
+    pub fn store_forgets_grants(&self) -> bool {
+        self.fault == Fault::RestartRedisAtOnce
+    }
+}
+
+const fn scenario(
+    name: &'static str,
+    fault: Fault,
+    described: &'static str,
+    candidates: usize,
+    max_leaders: u32,
+    topology: Topology,
+) -> Scenario {
+    Scenario { name, fault, described, candidates, max_leaders, topology }
+}
+
+/// Every scenario, in the order the table shows them.
+pub const SCENARIOS: &[Scenario] = {
+    use Fault::*;
+    use Topology::*;
+    &[
+        scenario("kill-holder", KillHolder, "holder SIGKILLed", 4, 1, Standalone),
+        scenario("kill-holder-n2", KillHolder, "holder SIGKILLed", 5, 2, Standalone),
+        scenario("pause-holder", PauseHolder, "holder SIGSTOPped 2 leases", 4, 1, Standalone),
+        scenario(
+            "stall-before-write",
+            StallHolderBeforeWrite,
+            "holder stopped between check and write, 2 leases",
+            4,
+            1,
+            Standalone,
+        ),
+        scenario("restart-redis", RestartRedis, "Redis killed, back empty after 1 lease", 4, 1, Standalone),
+        scenario(
+            "restart-redis-at-once",
+            RestartRedisAtOnce,
+            "Redis killed, back empty at once",
+            4,
+            1,
+            Standalone,
+        ),
+        scenario("pause-redis", PauseRedis, "Redis SIGSTOPped 1.5 leases", 4, 1, Standalone),
+        scenario("pause-redis-n2", PauseRedis, "Redis SIGSTOPped 1.5 leases", 5, 2, Standalone),
+        scenario("cut", CutConnections, "every connection cut", 4, 1, Standalone),
+        scenario("black-hole", BlackHole, "black hole 1.5 leases", 4, 1, Standalone),
+        scenario("latency", Latency, "+lease/10 each way, 3 leases", 4, 1, Standalone),
+        scenario("drop-replies", DropReplies, "replies dropped 1.5 leases", 4, 1, Standalone),
+        scenario("script-flush", ScriptFlush, "SCRIPT FLUSH every 50 ms", 4, 1, Standalone),
+        scenario("sentinel-failover", SentinelFailover, "Sentinel failover", 4, 1, Sentinel),
+        scenario(
+            "cluster-node-restart",
+            RestartClusterNode,
+            "group's Cluster node killed, back after 1 lease",
+            4,
+            1,
+            Cluster,
+        ),
+    ]
+};
+
+/// How long things take in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The candidates' lease.
+    pub lease: Duration,
+    /// Faults per scenario.
+    pub rounds: usize,
+}
+
+impl Timing {
+    /// The short run CI does: one fault per scenario, 1 s leases.
+    pub const SHORT: Timing = Timing { lease: Duration::from_secs(1), rounds: 1 };
+    /// The soak for release checks: 20 faults per scenario.
+    pub const SOAK: Timing = Timing { lease: Duration::from_secs(1), rounds: 20 };
+
+    /// The longest a recovery may take: one lease plus one retry (with its jitter), as the
+    /// candidates are configured.
+    pub fn recovery_bound(&self) -> Duration {
+        self.lease + self.lease / 5 + self.lease / 20
+    }
+}

@@ -1,0 +1,68 @@
+//! The short run of every fault scenario (one fault each, 1 s leases), each judged by the
+//! checker: real candidate processes, a real redis-server, real signals. They run one at
+//! a time, since they measure recovery times on a small machine.
+
+use std::sync::Mutex;
+
+use leader_chaos::lab::run_scenario;
+use leader_chaos::report;
+use leader_chaos::scenario::{SCENARIOS, Timing};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(name: &str) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let scenario = SCENARIOS.iter().find(|s| s.name == name).expect("a scenario of that name");
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_leader-chaos"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(run_scenario(program, scenario, Timing::SHORT));
+    let outcome = outcome.unwrap_or_else(|error| panic!("{name} could not run: {error}"));
+    println!("{}\n{}", report::HEADER, report::row(&outcome));
+    assert!(
+        outcome.verdict.violations.is_empty(),
+        "{name}: {:#?}\n{}",
+        outcome.verdict.violations,
+        report::row(&outcome)
+    );
+    assert!(outcome.verdict.terms >= 2, "{name}: the slot never changed hands");
+}
+
+macro_rules! scenarios {
+    ($($test:ident => $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                run($name);
+            }
+        )*
+
+        #[test]
+        fn every_scenario_has_a_test() {
+            let tested = [$($name),*];
+            let all: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+            assert_eq!(tested.to_vec(), all);
+        }
+    };
+}
+
+scenarios! {
+    kill_holder => "kill-holder",
+    kill_holder_n2 => "kill-holder-n2",
+    pause_holder => "pause-holder",
+    stall_before_write => "stall-before-write",
+    restart_redis => "restart-redis",
+    restart_redis_at_once => "restart-redis-at-once",
+    pause_redis => "pause-redis",
+    pause_redis_n2 => "pause-redis-n2",
+    cut => "cut",
+    black_hole => "black-hole",
+    latency => "latency",
+    drop_replies => "drop-replies",
+    script_flush => "script-flush",
+    sentinel_failover => "sentinel-failover",
+    cluster_node_restart => "cluster-node-restart",
+}
