@@ -4,9 +4,7 @@ use std::process::Command;
 
 use leader::deadpool_redis::redis;
 
-#[path = "../../tests/support/redis_server.rs"]
-#[allow(dead_code)] // shared with the tests, which use all of it
-mod redis_server;
+use leader_testkit::redis_server;
 
 /// The server the bench measures against, killed on drop.
 pub struct Server(redis_server::RedisServer);

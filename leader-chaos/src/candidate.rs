@@ -61,8 +61,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         .max_leaders(args.max_leaders)
         .holder_id(args.id.clone())
         .keys(KeyOptions::new().exact_key(args.key.clone()));
-    let leadership =
-        Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
+    let leadership = Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
     let mut register = Register::new(args.register.clone());
     let mut commands = read_commands();
     let mut stall_next = false;
@@ -81,7 +80,9 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         }
         // The check, right before acting.
         let lease = leadership.lease().filter(|_| leadership.is_leader());
-        if let Some((ended, _)) = term.take_if(|(held, _)| lease.as_ref().map(Lease::token) != Some(held.token())) {
+        if let Some((ended, _)) =
+            term.take_if(|(held, _)| lease.as_ref().map(Lease::token) != Some(held.token()))
+        {
             let reason = ended.loss_reason().map_or("ended".to_owned(), |r| r.to_string());
             report(&Event::Ended { at: now_micros(), fence: ended.fence(), reason });
         }

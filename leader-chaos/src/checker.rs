@@ -67,6 +67,8 @@ pub struct Verdict {
     /// Accepted writes sent after a newer grant: zero unless the store forgot grants, when
     /// fencing alone keeps the register's order.
     pub superseded_accepted: usize,
+    /// Checks that found a term leading after its local deadline: must be zero.
+    pub checks_past_deadline: usize,
     /// Writes the register rejected for an old fence.
     pub writes_rejected: usize,
     /// The longest time from a fault's end to N leaders again.
@@ -109,7 +111,8 @@ impl Term {
     /// Held by the store's clock: from the grant to the expiry, or the release. The store
     /// keeps time in whole milliseconds, so the release is taken at the millisecond it fell in.
     fn held(&self) -> (u64, u64) {
-        let end = self.resigning_at.map_or(self.expires_at, |r| (r / 1000 * 1000).min(self.expires_at));
+        let end =
+            self.resigning_at.map_or(self.expires_at, |r| (r / 1000 * 1000).min(self.expires_at));
         (self.acquired_at, end.max(self.acquired_at))
     }
 
@@ -144,11 +147,8 @@ pub fn check(run: &Run) -> Verdict {
     // At most N live slots: the store's samples, and (unless the store forgets grants) the
     // terms' own intervals on the store's clock.
     let sampled = run.samples.iter().map(|s| s.slots.len()).max().unwrap_or(0);
-    let from_terms = if run.store_forgets_grants {
-        0
-    } else {
-        most_overlapping(terms.values().map(Term::held))
-    };
+    let from_terms =
+        if run.store_forgets_grants { 0 } else { most_overlapping(terms.values().map(Term::held)) };
     verdict.max_holders = sampled.max(from_terms);
     if verdict.max_holders > n {
         violations.push(format!(
@@ -160,6 +160,21 @@ pub fn check(run: &Run) -> Verdict {
     verdict.max_believers = most_overlapping(terms.values().map(Term::belief));
     if verdict.max_believers > n && !run.store_forgets_grants {
         violations.push(format!("{} candidates believed they led at once", verdict.max_believers));
+    }
+
+    // A check that says "leading" must come before the term's local deadline: a candidate
+    // woken from a pause must notice the loss before it acts.
+    for report in &run.reports {
+        if let Event::Leading { at, fence, believes_until, .. } = report.event
+            && believes_until <= at
+        {
+            verdict.checks_past_deadline += 1;
+            violations.push(format!(
+                "c{} found itself leading with fence {fence} {} µs after its local deadline",
+                report.candidate,
+                at - believes_until
+            ));
+        }
     }
 
     // The register's log, judged on its own: with one slot, accepted fences never go down.
@@ -182,12 +197,17 @@ pub fn check(run: &Run) -> Verdict {
         highest_accepted = highest_accepted.max(write.fence);
         let candidate = write.holder.trim_start_matches('c').parse().unwrap_or(usize::MAX);
         let Some(term) = terms.get(&(candidate, write.fence)) else {
-            violations.push(format!("write by {} with fence {} of no term", write.holder, write.fence));
+            violations
+                .push(format!("write by {} with fence {} of no term", write.holder, write.fence));
             continue;
         };
         let superseded_by = granted.iter().find(|other| {
             other.granted_at() < write.at
-                && if n == 1 { other.fence > term.fence } else { other.acquired_at >= term.expires_at }
+                && if n == 1 {
+                    other.fence > term.fence
+                } else {
+                    other.acquired_at >= term.expires_at
+                }
         });
         let Some(other) = superseded_by else { continue };
         if n > 1 {
@@ -317,11 +337,12 @@ fn longest_short(intervals: &[(u64, u64)], from: u64, to: u64, n: usize) -> Dura
         let is_short = now < n as i32;
         if !was_short && is_short {
             short_since = Some(at);
-        } else if was_short && !is_short {
-            if let Some(since) = short_since.take() {
-                let (since, until) = (since.max(from), at.min(to));
-                longest = longest.max(until.saturating_sub(since));
-            }
+        } else if was_short
+            && !is_short
+            && let Some(since) = short_since.take()
+        {
+            let (since, until) = (since.max(from), at.min(to));
+            longest = longest.max(until.saturating_sub(since));
         }
     }
     Duration::from_micros(longest)
@@ -389,7 +410,10 @@ mod tests {
         let writes = vec![write("c0", 500, 10, true), write("c1", 1_500, 11, true)];
         let verdict = check(&run(reports, writes));
         assert_eq!(verdict.violations, Vec::<String>::new());
-        assert_eq!((verdict.max_holders, verdict.max_believers, verdict.writes_accepted), (1, 1, 2));
+        assert_eq!(
+            (verdict.max_holders, verdict.max_believers, verdict.writes_accepted),
+            (1, 1, 2)
+        );
     }
 
     #[test]
@@ -400,6 +424,15 @@ mod tests {
         assert_eq!(verdict.max_believers, 2);
         assert_eq!(verdict.stale_accepted, 1);
         assert_eq!(verdict.violations.len(), 3, "{:?}", verdict.violations);
+    }
+
+    #[test]
+    fn a_check_past_the_local_deadline_is_caught() {
+        let mut reports = vec![leading(0, 0, 10, 1_000)];
+        reports.push(leading(0, 1_500, 10, 1_500)); // woke from a pause, still "leading"
+        let verdict = check(&run(reports, Vec::new()));
+        assert_eq!(verdict.checks_past_deadline, 1);
+        assert!(verdict.violations[0].contains("0 µs after its local deadline"));
     }
 
     #[test]

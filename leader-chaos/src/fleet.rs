@@ -127,7 +127,9 @@ impl Fleet {
                 return Ok(leading);
             }
             if Instant::now() >= deadline {
-                return Err(format!("{n} leaders never appeared within {limit:?}; {leading:?} led"));
+                return Err(format!(
+                    "{n} leaders never appeared within {limit:?}; {leading:?} led"
+                ));
             }
             sleep(Duration::from_millis(10)).await;
         }

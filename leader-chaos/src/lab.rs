@@ -168,7 +168,9 @@ impl Lab {
             }
             Fault::CutConnections => self.proxy()?.cut().await,
             Fault::BlackHole => self.proxy_fault(proxy::Fault::BlackHole, lease * 3 / 2).await?,
-            Fault::Latency => self.proxy_fault(proxy::Fault::Latency(lease / 10), 3 * lease).await?,
+            Fault::Latency => {
+                self.proxy_fault(proxy::Fault::Latency(lease / 10), 3 * lease).await?
+            }
             Fault::DropReplies => {
                 self.proxy_fault(proxy::Fault::DropReplies, lease * 3 / 2).await?;
             }

@@ -39,7 +39,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Mode::Candidate(args)) = cli.command {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-        let result = runtime.map_err(|e| e.to_string()).and_then(|r| r.block_on(candidate::run(args)));
+        let result =
+            runtime.map_err(|e| e.to_string()).and_then(|r| r.block_on(candidate::run(args)));
         return match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -64,9 +65,16 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let mut failed = false;
     if !cli.json {
-        println!("lease {:?}, {} fault(s) per scenario\n\n{}", timing.lease, timing.rounds, report::HEADER);
+        println!(
+            "lease {:?}, {} fault(s) per scenario\n\n{}",
+            timing.lease,
+            timing.rounds,
+            report::HEADER
+        );
     }
-    for scenario in SCENARIOS.iter().filter(|s| cli.only.is_empty() || cli.only.iter().any(|n| n == s.name)) {
+    for scenario in
+        SCENARIOS.iter().filter(|s| cli.only.is_empty() || cli.only.iter().any(|n| n == s.name))
+    {
         match runtime.block_on(run_scenario(&program, scenario, timing)) {
             Ok(outcome) => {
                 failed |= !outcome.verdict.violations.is_empty();

@@ -31,17 +31,12 @@ impl Monitor {
         let collected = samples.clone();
         let task = tokio::spawn(async move {
             loop {
-                match store.state(&key).await {
-                    Ok(snapshot) => {
-                        let slots = snapshot
-                            .slots
-                            .into_iter()
-                            .map(|slot| (slot.holder, slot.fence))
-                            .collect();
-                        let sample = Sample { at: now_micros(), slots };
-                        collected.lock().unwrap_or_else(|p| p.into_inner()).push(sample);
-                    }
-                    Err(_) => {} // the faults make the store unreachable at times
+                // The faults make the store unreachable at times: no sample then.
+                if let Ok(snapshot) = store.state(&key).await {
+                    let slots =
+                        snapshot.slots.into_iter().map(|slot| (slot.holder, slot.fence)).collect();
+                    let sample = Sample { at: now_micros(), slots };
+                    collected.lock().unwrap_or_else(|p| p.into_inner()).push(sample);
                 }
                 tokio::time::sleep(every).await;
             }

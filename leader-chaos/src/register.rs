@@ -96,8 +96,7 @@ fn decide(state: &Mutex<State>, key: &str, holder: &str, fence: u64, max_leaders
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
     let highest = state.highest.entry(key.to_owned()).or_default();
     let accepted = max_leaders > 1 || fence >= *highest;
-    let reply =
-        if accepted { "OK\n".to_owned() } else { format!("STALE {highest}\n") };
+    let reply = if accepted { "OK\n".to_owned() } else { format!("STALE {highest}\n") };
     *highest = (*highest).max(fence);
     state.log.push(RegisterWrite { at: now_micros(), holder: holder.to_owned(), fence, accepted });
     reply

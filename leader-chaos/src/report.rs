@@ -50,6 +50,7 @@ pub fn json(outcome: &Outcome) -> serde_json::Value {
         "stale_writes_accepted": v.stale_accepted,
         "writes_after_newer_grant": v.superseded_accepted,
         "late_writes_rejected": v.writes_rejected,
+        "checks_past_deadline": v.checks_past_deadline,
         "recovery_ms": v.recovery.as_secs_f64() * 1000.0,
         "longest_below_n_ms": v.longest_short.as_secs_f64() * 1000.0,
         "slots_leaked": v.leaked,

@@ -99,7 +99,14 @@ pub const SCENARIOS: &[Scenario] = {
             1,
             Standalone,
         ),
-        scenario("restart-redis", RestartRedis, "Redis killed, back empty after 1 lease", 4, 1, Standalone),
+        scenario(
+            "restart-redis",
+            RestartRedis,
+            "Redis killed, back empty after 1 lease",
+            4,
+            1,
+            Standalone,
+        ),
         scenario(
             "restart-redis-at-once",
             RestartRedisAtOnce,

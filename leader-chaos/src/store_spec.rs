@@ -24,7 +24,11 @@ pub enum StoreSpec {
 impl StoreSpec {
     /// A `RedisStore` for this deployment whose commands time out after `command_timeout`,
     /// waiting for `replica_ack` replicas on grants when non-zero.
-    pub fn connect(&self, command_timeout: Duration, replica_ack: u32) -> Result<RedisStore, Error> {
+    pub fn connect(
+        &self,
+        command_timeout: Duration,
+        replica_ack: u32,
+    ) -> Result<RedisStore, Error> {
         let store = match self {
             StoreSpec::Standalone(url) => RedisStore::from_url(url)?,
             StoreSpec::Sentinel(url) => {

@@ -14,11 +14,8 @@ fn run(name: &str) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let scenario = SCENARIOS.iter().find(|s| s.name == name).expect("a scenario of that name");
     let program = std::path::Path::new(env!("CARGO_BIN_EXE_leader-chaos"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let outcome = runtime.block_on(run_scenario(program, scenario, Timing::SHORT));
     let outcome = outcome.unwrap_or_else(|error| panic!("{name} could not run: {error}"));
     println!("{}\n{}", report::HEADER, report::row(&outcome));

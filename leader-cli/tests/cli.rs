@@ -1,15 +1,11 @@
 //! The `leader` command run as a real process against a real `redis-server`.
 
-#[path = "../../tests/support/redis_server.rs"]
-#[allow(dead_code)] // shared with the facade's tests, which use all of it
-mod redis_server;
-
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{LeaseStore, LeaseToken, RedisStore};
-use redis_server::{RedisServer, free_port};
+use leader_testkit::redis_server::{RedisServer, free_port};
 
 fn leader(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_leader"))
