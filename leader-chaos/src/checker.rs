@@ -226,11 +226,24 @@ pub fn check(run: &Run) -> Verdict {
         violations.push("the late write never reached the register".to_owned());
     }
 
+    // What candidates in action believed: a killed candidate acts no more after its kill.
+    let killed_at = |candidate: usize| {
+        run.faults.iter().filter(|f| f.out.contains(&candidate)).map(|f| f.start).min()
+    };
+    let acting: Vec<(u64, u64)> = terms
+        .values()
+        .map(|term| {
+            let (start, end) = term.belief();
+            match killed_at(term.candidate) {
+                Some(at) if run.killed.contains(&term.candidate) => (start, end.min(at)),
+                _ => (start, end),
+            }
+        })
+        .collect();
+
     // Recovery after each fault: N candidates in action believe they lead again.
     for fault in &run.faults {
-        let in_action = |term: &&Term| !run.killed.contains(&term.candidate);
-        let beliefs = terms.values().filter(in_action).map(Term::belief);
-        match first_covered(beliefs, fault.end, n) {
+        match first_covered(acting.iter().copied(), fault.end, n) {
             Some(at) => {
                 let took = Duration::from_micros(at.saturating_sub(fault.end));
                 verdict.recovery = verdict.recovery.max(took);
@@ -247,23 +260,10 @@ pub fn check(run: &Run) -> Verdict {
 
     // Availability: the longest stretch below N believers, from the first time N led until
     // the candidates were told to stop.
-    let killed_at = |candidate: usize| {
-        run.faults.iter().filter(|f| f.out.contains(&candidate)).map(|f| f.start).min()
-    };
-    let beliefs: Vec<(u64, u64)> = terms
-        .values()
-        .map(|term| match killed_at(term.candidate) {
-            Some(at) if run.killed.contains(&term.candidate) => {
-                let (start, end) = term.belief();
-                (start, end.min(at))
-            }
-            _ => term.belief(),
-        })
-        .collect();
     let stopped = run.reports.iter().filter(|r| matches!(r.event, Event::Stopped { .. }));
     let end = stopped.map(|r| r.event.at()).min().unwrap_or(u64::MAX);
-    if let Some(first) = first_covered(beliefs.iter().copied(), 0, n) {
-        verdict.longest_short = longest_short(&beliefs, first, end, n);
+    if let Some(first) = first_covered(acting.iter().copied(), 0, n) {
+        verdict.longest_short = longest_short(&acting, first, end, n);
     }
 
     if run.leaked > 0 {
@@ -440,6 +440,25 @@ mod tests {
         let reports = vec![leading(0, 0, 11, 1_000), leading(1, 1_200, 10, 2_000)];
         let verdict = check(&run(reports, Vec::new()));
         assert!(verdict.violations[0].starts_with("fence 10 (c1) granted after fence 11"));
+    }
+
+    #[test]
+    fn each_kill_is_recovered_from_by_the_next_leader() {
+        let reports = vec![
+            leading(0, 0, 10, 1_000),
+            leading(1, 1_500, 11, 3_000),
+            leading(2, 3_400, 12, 5_000),
+        ];
+        let mut run = run(reports, vec![]);
+        run.faults = vec![
+            FaultWindow { start: 900, end: 900, out: vec![0] },
+            FaultWindow { start: 2_900, end: 2_900, out: vec![1] },
+        ];
+        run.killed = vec![0, 1];
+        let verdict = check(&run);
+        assert_eq!(verdict.violations, Vec::<String>::new());
+        assert_eq!(verdict.recovery, Duration::from_micros(600));
+        assert_eq!(verdict.longest_short, Duration::from_micros(600));
     }
 
     #[test]
