@@ -96,9 +96,10 @@ impl Fleet {
         self.reports.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The candidates that reported leading within the last 100 ms, most recent first.
-    pub fn leading_now(&self) -> Vec<usize> {
-        let since = now_micros().saturating_sub(100_000);
+    /// The live candidates that reported leading within the last 100 ms (and not before
+    /// `since`, µs since the epoch), most recent first.
+    pub fn leading_since(&self, since: u64) -> Vec<usize> {
+        let since = since.max(now_micros().saturating_sub(100_000));
         let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
         let mut last = vec![None; self.members.len()];
         for report in reports.iter() {
@@ -107,6 +108,7 @@ impl Fleet {
         let mut leading: Vec<(u64, usize)> = last
             .iter()
             .enumerate()
+            .filter(|(candidate, _)| !self.members[*candidate].killed)
             .filter_map(|(candidate, event)| match event {
                 Some(Event::Leading { at, .. } | Event::Wrote { at, .. }) if *at >= since => {
                     Some((*at, candidate))
@@ -118,11 +120,17 @@ impl Fleet {
         leading.into_iter().map(|(_, candidate)| candidate).collect()
     }
 
-    /// Waits up to `limit` until `n` candidates lead; which, or an error naming who did.
-    pub async fn wait_for_leaders(&self, n: usize, limit: Duration) -> Result<Vec<usize>, String> {
+    /// Waits up to `limit` until `n` live candidates report leading after `since` (µs since
+    /// the epoch); which, or an error naming who did.
+    pub async fn wait_for_leaders(
+        &self,
+        n: usize,
+        since: u64,
+        limit: Duration,
+    ) -> Result<Vec<usize>, String> {
         let deadline = Instant::now() + limit;
         loop {
-            let leading = self.leading_now();
+            let leading = self.leading_since(since);
             if leading.len() >= n {
                 return Ok(leading);
             }

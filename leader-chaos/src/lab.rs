@@ -78,15 +78,16 @@ pub async fn run_scenario(
     let mut lab = Lab { backend, proxy, fleet, killed: Vec::new(), key, lease };
     let n = scenario.max_leaders as usize;
 
-    lab.fleet.wait_for_leaders(n, Duration::from_secs(15)).await?;
+    lab.fleet.wait_for_leaders(n, 0, Duration::from_secs(15)).await?;
     let mut faults = Vec::new();
     for round in 1..=timing.rounds {
         sleep(lease).await; // a lease of ordinary hand-overs first
-        faults.push(lab.inject(scenario.fault).await?);
+        let fault = lab.inject(scenario.fault).await?;
         lab.fleet
-            .wait_for_leaders(n, 10 * lease)
+            .wait_for_leaders(n, fault.end, 10 * lease)
             .await
             .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+        faults.push(fault);
     }
     sleep(lease).await;
 
@@ -207,7 +208,8 @@ impl Lab {
 
     /// The candidate leading most recently.
     fn holder(&self) -> Result<usize, String> {
-        self.fleet.leading_now().first().copied().ok_or_else(|| "nobody leads now".to_owned())
+        let leading = self.fleet.leading_since(0);
+        leading.first().copied().ok_or_else(|| "nobody leads now".to_owned())
     }
 
     fn server(&mut self) -> Result<&mut leader_testkit::redis_server::RedisServer, String> {
