@@ -1,5 +1,7 @@
 //! Property tests: key resolution and options validation against independent statements of
-//! their rules, and `MemoryStore` against a simple model of a group, over random sequences.
+//! their rules, and `MemoryStore` against a simple model of a group, over random sequences
+//! and over random batches of operations racing on several threads (each batch must match
+//! the model in some order: a linearizability check).
 
 use std::time::Duration;
 
@@ -97,7 +99,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// The model: what a group's rules say, in a few lines, with time in whole milliseconds.
-#[derive(Default)]
+#[derive(Default, Clone, PartialEq, Eq)]
 struct Model {
     now: u64,
     max_leaders: u32,
@@ -292,6 +294,99 @@ proptest! {
                 let expected = model.apply(op);
                 let seen = run_on_store(&store, &tokens, op).await;
                 assert_eq!(seen, expected, "step {step}: {op:?}\nops: {ops:?}");
+            }
+        });
+    }
+}
+
+/// What an operation returned, without the times, which run on the real clock here.
+fn coarse(seen: Seen) -> Seen {
+    match seen {
+        Seen::Granted { fence, .. } => Seen::Granted { fence, acquired_ms: 0, expires_in_ms: 0 },
+        Seen::Full { .. } => Seen::Full { nearest_ms: 0 },
+        Seen::Renewed { .. } => Seen::Renewed { expires_in_ms: 0 },
+        Seen::Kept { .. } => Seen::Kept { expires_in_ms: 0 },
+        Seen::State { slots } => Seen::State {
+            slots: slots.into_iter().map(|(who, fence, _)| (who, fence, 0)).collect(),
+        },
+        other => other,
+    }
+}
+
+/// Operations that race: long leases (nothing expires during the test), no clock steps.
+fn racing_op() -> impl Strategy<Value = Op> {
+    const LONG: u64 = 600_000;
+    prop_oneof![
+        4 => (0usize..5, 1u32..=3).prop_map(|(who, max_leaders)| Op::Acquire { who, lease_ms: LONG, max_leaders }),
+        2 => (0usize..5).prop_map(|who| Op::Renew { who, lease_ms: LONG }),
+        2 => (0usize..5).prop_map(|who| Op::Release { who, min_lease_ms: 0 }),
+        1 => Just(Op::State),
+    ]
+}
+
+/// Every order of `ops`' indices.
+fn orders(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut all = Vec::new();
+    for order in orders(n - 1) {
+        for at in 0..=order.len() {
+            let mut longer = order.clone();
+            longer.insert(at, n - 1);
+            all.push(longer);
+        }
+    }
+    all
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    #[test]
+    fn memory_store_is_linearizable_under_racing_threads(
+        batches in proptest::collection::vec(proptest::collection::vec(racing_op(), 1..5), 1..12)
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build().unwrap();
+        runtime.block_on(async {
+            let store = std::sync::Arc::new(MemoryStore::new());
+            epoch_of(&store).await; // before any grant, as `run_on_store` expects
+            let tokens: Vec<LeaseToken> = (0..5).map(|_| LeaseToken::generate().unwrap()).collect();
+            // Every model state the results so far allow.
+            let mut models = vec![Model::default()];
+            for (number, batch) in batches.iter().enumerate() {
+                let start = std::sync::Arc::new(tokio::sync::Barrier::new(batch.len()));
+                let racing: Vec<_> = batch
+                    .iter()
+                    .cloned()
+                    .map(|op| {
+                        let (store, tokens, start) = (store.clone(), tokens.clone(), start.clone());
+                        tokio::spawn(async move {
+                            start.wait().await;
+                            coarse(run_on_store(&store, &tokens, &op).await)
+                        })
+                    })
+                    .collect();
+                let mut seen = Vec::new();
+                for task in racing {
+                    seen.push(task.await.unwrap());
+                }
+                let mut next = Vec::new();
+                for model in &models {
+                    for order in orders(batch.len()) {
+                        let mut candidate = model.clone();
+                        let mut expected: Vec<Option<Seen>> = batch.iter().map(|_| None).collect();
+                        for &index in &order {
+                            expected[index] = Some(coarse(candidate.apply(&batch[index])));
+                        }
+                        let expected: Vec<Seen> = expected.into_iter().map(Option::unwrap).collect();
+                        if expected == seen && !next.contains(&candidate) {
+                            next.push(candidate);
+                        }
+                    }
+                }
+                assert!(!next.is_empty(), "batch {number}: {batch:?} gave {seen:?}, which no order of the model gives\nbatches: {batches:?}");
+                models = next;
             }
         });
     }
