@@ -132,21 +132,21 @@ impl Lab {
         let mut out = Vec::new();
         match fault {
             Fault::KillHolder => {
-                let holder = self.holder()?;
+                let holder = self.holder().await?;
                 self.fleet.kill(holder);
                 self.killed.push(holder);
                 out.push(holder);
                 self.fleet.add().map_err(|e| e.to_string())?; // keep the numbers up
             }
             Fault::PauseHolder => {
-                let holder = self.holder()?;
+                let holder = self.holder().await?;
                 self.fleet.pause(holder);
                 out.push(holder);
                 sleep(2 * lease).await;
                 self.fleet.resume(holder);
             }
             Fault::StallHolderBeforeWrite => {
-                let holder = self.holder()?;
+                let holder = self.holder().await?;
                 self.fleet.stall(holder).await?;
                 out.push(holder);
                 sleep(2 * lease).await;
@@ -206,10 +206,10 @@ impl Lab {
         Ok(FaultWindow { start, end: now_micros(), out })
     }
 
-    /// The candidate leading most recently.
-    fn holder(&self) -> Result<usize, String> {
-        let leading = self.fleet.leading_since(0);
-        leading.first().copied().ok_or_else(|| "nobody leads now".to_owned())
+    /// The candidate leading most recently (waiting out a hand-over in progress).
+    async fn holder(&self) -> Result<usize, String> {
+        let leading = self.fleet.wait_for_leaders(1, 0, 5 * self.lease).await?;
+        Ok(leading[0])
     }
 
     fn server(&mut self) -> Result<&mut leader_testkit::redis_server::RedisServer, String> {
