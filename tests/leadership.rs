@@ -244,6 +244,23 @@ async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
     assert!(!follower.describe().coordinated);
 }
 
+/// A grant whose reply was lost is not left to expire: the retry, with the same token, gets
+/// that very grant one retry interval later (not a lease later, as a new token would).
+#[tokio::test(start_paused = true)]
+async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
+    let store = FaultyStore::new();
+    store.lose_acquire_replies(1);
+    let started = Instant::now();
+    let leadership = start("lost-reply", store.clone(), options()).await;
+    timeout(5 * SECOND, leadership.wait_for_leadership()).await.expect("elected by the retry");
+    assert!(started.elapsed() <= SECOND + Duration::from_millis(250), "{:?}", started.elapsed());
+    assert_eq!(store.acquires(), 2, "the lost grant and the retry that found it");
+    let state = store.state("leader:lost-reply").await.unwrap();
+    assert_eq!(state.slots.len(), 1, "one slot: the retry did not take a second one");
+    assert_eq!(Some(state.slots[0].fence), leadership.fence());
+    leadership.stop().await;
+}
+
 /// A process paused past its lease (here: the runtime's only thread blocked, so no timer
 /// fires) must see the loss on its first check after waking, before acting.
 #[tokio::test(flavor = "current_thread")]

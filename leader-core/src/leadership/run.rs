@@ -136,7 +136,8 @@ async fn stand(
                 Ok(watch) => releases = Some(watch),
                 Err(error) => {
                     let next = failed(shared, state, &error);
-                    return Err(pause_then(shared, commands, next).await);
+                    retry_or(pause_then(shared, commands, next).await)?;
+                    continue;
                 }
             }
         }
@@ -161,8 +162,12 @@ async fn stand(
                 nearest_expiry.max(Duration::from_millis(1))
             }
             Err(error) => {
+                // The same token again after the pause: if the store granted the slot and
+                // only the reply was lost, the retry gets that grant instead of leaving it
+                // to expire.
                 let next = failed(shared, state, &error);
-                return Err(pause_then(shared, commands, next).await);
+                retry_or(pause_then(shared, commands, next).await)?;
+                continue;
             }
         };
         let Some(watch) = releases.as_mut() else { continue };
@@ -176,6 +181,14 @@ async fn stand(
                 None => return Err(Next::Stop),
             },
         }
+    }
+}
+
+/// `Ok` to stand again in the same candidacy, or what to do instead.
+fn retry_or(next: Next) -> Result<(), Next> {
+    match next {
+        Next::Stand => Ok(()),
+        other => Err(other),
     }
 }
 
