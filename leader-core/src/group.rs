@@ -1,7 +1,7 @@
 //! [`LeaderGroupElector`]: run a body on at most `max_leaders` candidates at a time.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 
@@ -51,6 +51,9 @@ impl<T> Drop for AbortOnDrop<T> {
 pub struct LeaderGroupElector {
     store: Arc<dyn LeaseStore>,
     settings: Arc<Settings>,
+    /// The last group name resolved and its key, shared by clones: most electors run the
+    /// same group again and again, which then costs no allocation or validation.
+    last_resolved: Arc<Mutex<Option<(Arc<str>, Arc<str>)>>>,
 }
 
 impl LeaderGroupElector {
@@ -72,7 +75,11 @@ impl LeaderGroupElector {
         options: LeaderGroupElectionOptions,
     ) -> Result<Self, Error> {
         let settings = options.validate()?;
-        Ok(LeaderGroupElector { store, settings: Arc::new(settings) })
+        Ok(LeaderGroupElector {
+            store,
+            settings: Arc::new(settings),
+            last_resolved: Arc::new(Mutex::new(None)),
+        })
     }
 
     /// How many slots each group has.
@@ -88,6 +95,20 @@ impl LeaderGroupElector {
     /// The store key `name` resolves to, without touching the store.
     pub fn key(&self, name: &str) -> Result<String, Error> {
         self.settings.keys.resolve(name)
+    }
+
+    /// `name` and its key, from the last resolution when it was the same name.
+    fn resolve(&self, name: &str) -> Result<(Arc<str>, Arc<str>), Error> {
+        let mut last = self.last_resolved.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((group, key)) = &*last
+            && **group == *name
+        {
+            return Ok((group.clone(), key.clone()));
+        }
+        let resolved: (Arc<str>, Arc<str>) =
+            (name.into(), self.settings.keys.resolve(name)?.into());
+        *last = Some(resolved.clone());
+        Ok(resolved)
     }
 
     /// Runs `body` if a slot of group `name` is won within `wait_time`.
@@ -109,7 +130,7 @@ impl LeaderGroupElector {
         Fut: Future<Output = T>,
     {
         let settings = &*self.settings;
-        let key = settings.keys.resolve(name)?;
+        let (group, key) = self.resolve(name)?;
         let token = LeaseToken::generate()?;
         let mut guard =
             SlotGuard::new(self.store.clone(), key.clone(), token, settings.min_lease_time);
@@ -125,9 +146,9 @@ impl LeaderGroupElector {
             tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
             return Ok(LeaderRunResult::Skipped);
         };
-        let lease = Lease::new(name, &key, token, settings.holder_id.clone(), grant, sent_at);
-        tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
         telemetry::metric::transition(&key, "elected");
+        let lease = Lease::new(group, key, token, settings.holder_id.clone(), grant, sent_at);
+        tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
 
         let body = std::pin::pin!(
             AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind()

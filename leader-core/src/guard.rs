@@ -12,7 +12,7 @@ use crate::{LeaseToken, telemetry};
 /// held, so a dropped future, a panic or a failed acquire never leaves a slot behind.
 pub(crate) struct SlotGuard {
     store: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: LeaseToken,
     min_lease_time: Duration,
     armed: bool,
@@ -21,7 +21,7 @@ pub(crate) struct SlotGuard {
 impl SlotGuard {
     pub(crate) fn new(
         store: Arc<dyn LeaseStore>,
-        key: String,
+        key: Arc<str>,
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Self {
@@ -46,7 +46,7 @@ impl Drop for SlotGuard {
             return;
         }
         let (store, key, token, min_lease) =
-            (self.store.clone(), std::mem::take(&mut self.key), self.token, self.min_lease_time);
+            (self.store.clone(), self.key.clone(), self.token, self.min_lease_time);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move { release_logged(&*store, &key, token, min_lease).await });

@@ -62,8 +62,8 @@ pub struct Lease {
 }
 
 struct Inner {
-    name: String,
-    key: String,
+    name: Arc<str>,
+    key: Arc<str>,
     token: LeaseToken,
     fence: u64,
     holder: Arc<str>,
@@ -104,18 +104,18 @@ struct Expiry {
 impl Lease {
     /// A lease for `grant`, whose request was sent at `sent_at`.
     pub(crate) fn new(
-        name: &str,
-        key: &str,
+        name: Arc<str>,
+        key: Arc<str>,
         token: LeaseToken,
         holder: Arc<str>,
         grant: Grant,
         sent_at: Instant,
     ) -> Self {
-        telemetry::metric::held_slots(key, 1.0);
+        telemetry::metric::held_slots(&key, 1.0);
         Lease {
             inner: Arc::new(Inner {
-                name: name.to_owned(),
-                key: key.to_owned(),
+                name,
+                key,
                 token,
                 fence: grant.fence,
                 holder,

@@ -5,7 +5,8 @@ use std::str::FromStr;
 
 use crate::Error;
 
-/// The secret a slot is granted under: 128 bits from the operating system's CSPRNG.
+/// The secret a slot is granted under: 128 bits from the operating system's CSPRNG (drawn
+/// 64 tokens per system call; a forked child never reuses its parent's).
 ///
 /// A candidate makes its token before its first attempt, so a retried acquire after a lost
 /// reply is recognised as the same request, and nobody without the token can renew or
@@ -25,9 +26,7 @@ impl LeaseToken {
     /// # Ok::<(), leader_core::Error>(())
     /// ```
     pub fn generate() -> Result<Self, Error> {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(Error::Random)?;
-        Ok(LeaseToken(u128::from_le_bytes(bytes)))
+        RANDOM.with_borrow_mut(RandomBuffer::next).map(LeaseToken)
     }
 
     /// The token as a number, for stores that keep it in binary form.
@@ -77,6 +76,41 @@ impl fmt::Debug for LeaseToken {
     }
 }
 
+/// Tokens drawn from the OS per system call.
+const BATCH: usize = 64;
+
+thread_local! {
+    static RANDOM: std::cell::RefCell<RandomBuffer> = const {
+        std::cell::RefCell::new(RandomBuffer { values: [0; BATCH], used: BATCH, pid: 0 })
+    };
+}
+
+/// OS randomness drawn in batches, one getrandom call per [`BATCH`] tokens. Each value is
+/// handed out once; a process whose id changed (a forked child) draws afresh, so it never
+/// repeats a token its parent may have used.
+struct RandomBuffer {
+    values: [u128; BATCH],
+    used: usize,
+    pid: u32,
+}
+
+impl RandomBuffer {
+    fn next(&mut self) -> Result<u128, Error> {
+        let pid = std::process::id();
+        if self.used == BATCH || pid != self.pid {
+            let mut bytes = [0u8; BATCH * 16];
+            getrandom::fill(&mut bytes).map_err(Error::Random)?;
+            for (value, chunk) in self.values.iter_mut().zip(bytes.chunks_exact(16)) {
+                *value = u128::from_le_bytes(chunk.try_into().expect("16 bytes"));
+            }
+            (self.used, self.pid) = (0, pid);
+        }
+        let value = std::mem::take(&mut self.values[self.used]);
+        self.used += 1;
+        Ok(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +120,15 @@ mod tests {
         let token = LeaseToken::from_u128(0xabcd_0000_0000_0000_0000_0000_1234_5678);
         assert_eq!(format!("{token:?}"), "LeaseToken(abcd…)");
         assert_eq!(token.to_string(), "abcd0000000000000000000012345678");
+    }
+
+    #[test]
+    fn tokens_never_repeat_across_batches_and_threads() {
+        let mut seen = std::collections::HashSet::new();
+        let draw = || (0..5 * BATCH).map(|_| LeaseToken::generate().unwrap()).collect::<Vec<_>>();
+        let other = std::thread::spawn(draw);
+        seen.extend(draw());
+        seen.extend(other.join().unwrap());
+        assert_eq!(seen.len(), 10 * BATCH);
     }
 }

@@ -326,7 +326,8 @@ fn term_lease(
     grant: Grant,
     sent_at: Instant,
 ) -> Lease {
-    Lease::new(&settings.role, &settings.key, token, settings.holder_id.clone(), grant, sent_at)
+    let (role, key) = (Arc::from(settings.role.as_str()), Arc::from(settings.key.as_str()));
+    Lease::new(role, key, token, settings.holder_id.clone(), grant, sent_at)
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

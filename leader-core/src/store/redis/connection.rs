@@ -172,7 +172,7 @@ impl Connections {
     pub(crate) async fn eval_then_wait(
         &self,
         lua: &LuaScript,
-        keys: &[&str],
+        keys: &[&dyn ToRedisArgsDyn],
         args: &[&dyn ToRedisArgsDyn],
         wait: Option<(u32, u64)>,
     ) -> Result<(Value, Option<i64>), CallFailure> {
@@ -210,14 +210,15 @@ impl Connections {
 async fn run(
     connection: &mut SharedConnection,
     script: &str,
-    keys: &[&str],
+    keys: &[&dyn ToRedisArgsDyn],
     args: &[&dyn ToRedisArgsDyn],
     wait: Option<(u32, u64)>,
     command: &str,
 ) -> Result<(Value, Option<i64>), RedisError> {
-    let mut call = redis::cmd(command);
-    call.arg(script).arg(keys.len()).arg(keys);
-    for arg in args {
+    // Sized once: command, script, key count, keys and arguments, in about 256 bytes.
+    let mut call = Cmd::with_capacity(3 + keys.len() + args.len(), 256);
+    call.arg(command).arg(script).arg(keys.len());
+    for arg in keys.iter().chain(args) {
         arg.push_to(&mut call);
     }
     let Some((replicas, timeout_ms)) = wait else {

@@ -18,9 +18,7 @@ use redis::sentinel::SentinelClient;
 
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
 use self::pubsub::{ReleaseHub, SubscriberSource};
-use self::scripts::{
-    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, grant_channel, release_channel,
-};
+use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE};
 pub use self::scripts::{GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX};
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
@@ -232,7 +230,7 @@ impl RedisStore {
         operation: &'static str,
         key: &str,
         lua: &LuaScript,
-        keys: &[&str],
+        keys: &[&dyn ToRedisArgsDyn],
         args: &[&dyn ToRedisArgsDyn],
     ) -> Result<redis::Value, Error> {
         self.call_then_wait(operation, key, lua, keys, args, None).await.map(|(value, _)| value)
@@ -244,7 +242,7 @@ impl RedisStore {
         operation: &'static str,
         key: &str,
         lua: &LuaScript,
-        keys: &[&str],
+        keys: &[&dyn ToRedisArgsDyn],
         args: &[&dyn ToRedisArgsDyn],
         wait: Option<(u32, Duration)>,
     ) -> Result<(redis::Value, Option<i64>), Error> {
@@ -255,9 +253,7 @@ impl RedisStore {
         match tokio::time::timeout(limit, call).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(CallFailure::Pool(error))) => Err(unavailable(operation, error)),
-            Ok(Err(CallFailure::Redis(error))) => {
-                Err(self.classify(operation, key, keys, error).await)
-            }
+            Ok(Err(CallFailure::Redis(error))) => Err(self.classify(operation, key, error).await),
             Err(_) => {
                 // A black-holed connection never answers: replace it.
                 self.inner.connections.discard_current();
@@ -270,11 +266,10 @@ impl RedisStore {
         &self,
         operation: &'static str,
         key: &str,
-        keys: &[&str],
         error: redis::RedisError,
     ) -> Error {
         if error.code() == Some("WRONGTYPE") {
-            let found = self.describe_types(keys).await;
+            let found = self.describe_types(key).await;
             return Error::WrongType { key: key.to_owned(), found };
         }
         let transient_code = matches!(
@@ -293,11 +288,13 @@ impl RedisStore {
         Error::Store { store: "redis", operation, message: error.to_string() }
     }
 
-    /// What the group's keys hold, for a wrong-type error: `{k}:slots is a string, …`.
-    async fn describe_types(&self, keys: &[&str]) -> String {
+    /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
+    async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        if let Ok((_, mut connection, _)) = self.inner.connections.get().await {
-            for key in keys {
+        let keys =
+            GroupKeys::new(key).map(|keys| [keys.group(), keys.fence()].map(|k| k.to_string()));
+        if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
+            for key in &keys {
                 let kind: Result<String, _> =
                     redis::cmd("TYPE").arg(key).query_async(&mut connection).await;
                 if let Ok(kind) = kind {
@@ -347,16 +344,20 @@ impl LeaseStore for RedisStore {
             return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
         }
         let keys = GroupKeys::new(request.key)?;
-        let token = request.token.to_string();
         let lease = millis(request.lease_time);
-        let granted = grant_channel(request.key);
         let (reply, acknowledged) = self
             .call_then_wait(
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.group, &keys.fence],
-                &[&token, &request.holder, &lease, &request.max_leaders, &granted],
+                &[&keys.group(), &keys.fence()],
+                &[
+                    &request.token,
+                    &request.holder,
+                    &lease,
+                    &request.max_leaders,
+                    &keys.grant_channel(),
+                ],
                 self.inner.replica_ack,
             )
             .await?;
@@ -380,8 +381,8 @@ impl LeaseStore for RedisStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         let keys = GroupKeys::new(key)?;
-        let (token, lease) = (token.to_string(), millis(lease_time));
-        let reply = self.call("renew", key, &RENEW, &[&keys.group], &[&token, &lease]).await?;
+        let lease = millis(lease_time);
+        let reply = self.call("renew", key, &RENEW, &[&keys.group()], &[&token, &lease]).await?;
         reply::renew(reply)
     }
 
@@ -392,17 +393,17 @@ impl LeaseStore for RedisStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         let keys = GroupKeys::new(key)?;
-        let (token, min_lease) = (token.to_string(), millis(min_lease_time));
-        let channel = release_channel(key);
+        let min_lease = millis(min_lease_time);
+        let channel = keys.release_channel();
         let reply = self
-            .call("release", key, &RELEASE, &[&keys.group], &[&token, &min_lease, &channel])
+            .call("release", key, &RELEASE, &[&keys.group()], &[&token, &min_lease, &channel])
             .await?;
         reply::release(reply)
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let keys = GroupKeys::new(key)?;
-        let reply = self.call("state", key, &STATE, &[&keys.group], &[]).await?;
+        let reply = self.call("state", key, &STATE, &[&keys.group()], &[]).await?;
         reply::state(reply)
     }
 

@@ -1,10 +1,11 @@
 //! The Lua scripts, and the keys and channel a group's scripts use.
 
+use std::fmt;
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{RedisWrite, Script, ToRedisArgs};
 
-use crate::Error;
+use crate::{Error, LeaseToken};
 
 /// One script, by the SHA1 that EVALSHA names and the source that EVAL sends on NOSCRIPT.
 pub(crate) struct LuaScript {
@@ -28,21 +29,16 @@ pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state");
 
-/// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
-pub const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
-
 /// The Redis keys of one group, both under the hash tag `{key}` so a Cluster keeps them on
-/// one slot.
-pub(crate) struct GroupKeys {
-    /// The slots, `max_leaders` and the last fence, in one hash.
-    pub group: String,
-    /// The last fence, without a TTL.
-    pub fence: String,
+/// one slot. They are written straight into each command, so a call builds no strings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupKeys<'a> {
+    key: &'a str,
 }
 
-impl GroupKeys {
+impl<'a> GroupKeys<'a> {
     /// The keys of group `key`, which must not contain braces (they would break the tag).
-    pub(crate) fn new(key: &str) -> Result<Self, Error> {
+    pub(crate) fn new(key: &'a str) -> Result<Self, Error> {
         if key.contains(['{', '}']) {
             return Err(Error::InvalidKey {
                 key: key.to_owned(),
@@ -51,9 +47,60 @@ impl GroupKeys {
                     .to_owned(),
             });
         }
-        Ok(GroupKeys { group: format!("{{{key}}}:group"), fence: format!("{{{key}}}:fence") })
+        Ok(GroupKeys { key })
+    }
+
+    /// The slots, `max_leaders` and the last fence, in one hash: `{key}:group`.
+    pub(crate) fn group(self) -> Named<'a> {
+        Named { before: "{", key: self.key, after: "}:group" }
+    }
+
+    /// The last fence, without a TTL: `{key}:fence`.
+    pub(crate) fn fence(self) -> Named<'a> {
+        Named { before: "{", key: self.key, after: "}:fence" }
+    }
+
+    /// The channel a release is published on.
+    pub(crate) fn release_channel(self) -> Named<'a> {
+        Named { before: RELEASE_CHANNEL_PREFIX, key: self.key, after: "" }
+    }
+
+    /// The channel a new grant is published on.
+    pub(crate) fn grant_channel(self) -> Named<'a> {
+        Named { before: GRANT_CHANNEL_PREFIX, key: self.key, after: "" }
     }
 }
+
+/// A key or channel name made of a group key and fixed text around it; as a command
+/// argument it is written into the command's buffer directly.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Named<'a> {
+    before: &'static str,
+    key: &'a str,
+    after: &'static str,
+}
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}{}", self.before, self.key, self.after)
+    }
+}
+
+impl ToRedisArgs for Named<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        out.write_arg_fmt(self);
+    }
+}
+
+/// A token goes into a command as its 32 hex digits, without a string in between.
+impl ToRedisArgs for LeaseToken {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        out.write_arg_fmt(self);
+    }
+}
+
+/// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
+pub const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
 
 /// The channel a release of group `key` is published on.
 pub(crate) fn release_channel(key: &str) -> String {
@@ -62,8 +109,3 @@ pub(crate) fn release_channel(key: &str) -> String {
 
 /// The prefix of every grant channel, for tools that watch a group change.
 pub const GRANT_CHANNEL_PREFIX: &str = "leader:granted:";
-
-/// The channel a new grant of group `key` is published on.
-pub(crate) fn grant_channel(key: &str) -> String {
-    format!("{GRANT_CHANNEL_PREFIX}{key}")
-}
