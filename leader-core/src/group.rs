@@ -53,8 +53,11 @@ pub struct LeaderGroupElector {
     settings: Arc<Settings>,
     /// The last group name resolved and its key, shared by clones: most electors run the
     /// same group again and again, which then costs no allocation or validation.
-    last_resolved: Arc<Mutex<Option<(Arc<str>, Arc<str>)>>>,
+    last_resolved: Arc<Mutex<Option<Resolved>>>,
 }
+
+/// A group name and the store key it resolves to.
+type Resolved = (Arc<str>, Arc<str>);
 
 impl LeaderGroupElector {
     /// An elector over `store`, after checking every option.
@@ -98,7 +101,7 @@ impl LeaderGroupElector {
     }
 
     /// `name` and its key, from the last resolution when it was the same name.
-    fn resolve(&self, name: &str) -> Result<(Arc<str>, Arc<str>), Error> {
+    fn resolve(&self, name: &str) -> Result<Resolved, Error> {
         let mut last = self.last_resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((group, key)) = &*last
             && **group == *name
