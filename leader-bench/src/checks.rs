@@ -309,6 +309,7 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     let counting = Counting { inner: store, acquires: Arc::default(), renewals: Arc::default() };
     let options = LeadershipOptions::new().lease(lease).renew_interval(Duration::from_secs(1));
     let before = stats::resident_bytes();
+    let heap_before = crate::heap::live_bytes();
     let mut leaderships = Vec::with_capacity(candidates);
     for i in 0..candidates {
         let role = format!("scale-{}", i % groups);
@@ -322,6 +323,7 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     }
     sleep(Duration::from_secs(1)).await;
     let after = stats::resident_bytes();
+    let heap_after = crate::heap::live_bytes();
     let (acquires, renewals) =
         (counting.acquires.load(Ordering::Relaxed), counting.renewals.load(Ordering::Relaxed));
     sleep(window).await;
@@ -335,6 +337,10 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     HashMap::from([
         ("holders", holders as f64),
         ("bytes_per_candidate", after.saturating_sub(before) as f64 / candidates as f64),
+        (
+            "heap_bytes_per_candidate",
+            heap_after.saturating_sub(heap_before) as f64 / candidates as f64,
+        ),
         ("renewals_per_holder_per_lease", renewals as f64 / holders.max(1) as f64 / leases),
         ("attempts_per_standby_per_lease", acquires as f64 / standbys.max(1) as f64 / leases),
     ])

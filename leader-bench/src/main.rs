@@ -13,6 +13,7 @@
 
 mod checks;
 mod contenders;
+mod heap;
 mod server;
 mod stats;
 mod workloads;
@@ -21,6 +22,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use contenders::Contender;
+
+#[global_allocator]
+static ALLOCATOR: heap::CountingAllocator = heap::CountingAllocator;
+
 use serde_json::json;
 use server::Server;
 use stats::{ms, percentile};
@@ -234,8 +239,9 @@ async fn main() {
     .await;
     for (store, figures) in [("MemoryStore", &memory), ("RedisStore", &redis)] {
         say(format!(
-            "scale on {store}: {candidates} candidates / {groups} groups: {:.0} holders, {:.0} bytes resident per candidate, {:.2} renewals per holder per lease, {:.2} attempts per standby per lease",
+            "scale on {store}: {candidates} candidates / {groups} groups: {:.0} holders, {:.0} heap bytes per candidate ({:.0} resident), {:.2} renewals per holder per lease, {:.2} attempts per standby per lease",
             figures["holders"],
+            figures["heap_bytes_per_candidate"],
             figures["bytes_per_candidate"],
             figures["renewals_per_holder_per_lease"],
             figures["attempts_per_standby_per_lease"]

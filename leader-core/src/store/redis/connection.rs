@@ -216,8 +216,8 @@ async fn run(
     command: &str,
 ) -> Result<(Value, Option<i64>), RedisError> {
     // Sized once: command, script, key count, keys and arguments, in about 256 bytes.
-    let mut call = Cmd::with_capacity(3 + keys.len() + args.len(), 256);
-    call.arg(command).arg(script).arg(keys.len());
+    let mut call = redis::cmd(command);
+    call.arg(script).arg(keys.len());
     for arg in keys.iter().chain(args) {
         arg.push_to(&mut call);
     }
