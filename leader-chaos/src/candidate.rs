@@ -78,8 +78,13 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         if commands.is_closed() && commands.is_empty() {
             return stop(&leadership).await;
         }
-        // The check, right before acting.
-        let lease = leadership.lease().filter(|_| leadership.is_leader());
+        // The check, right before acting. The time left is read first: a library that says
+        // "leading" after the deadline passed is then caught (time left zero), while a
+        // deadline that passes during the check itself cannot look like one.
+        let lease = leadership.lease();
+        let (at, remaining) =
+            (now_micros(), lease.as_ref().map_or(Duration::ZERO, Lease::remaining));
+        let lease = lease.filter(|_| leadership.is_leader());
         if let Some((ended, _)) =
             term.take_if(|(held, _)| lease.as_ref().map(Lease::token) != Some(held.token()))
         {
@@ -87,14 +92,13 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
             report(&Event::Ended { at: now_micros(), fence: ended.fence(), reason });
         }
         if let Some(lease) = lease {
-            let at = now_micros();
             let fence = lease.fence();
             report(&Event::Leading {
                 at,
                 fence,
                 acquired_at: micros(lease.acquired_at()),
                 expires_at: micros(lease.expires_at()),
-                believes_until: at + lease.remaining().as_micros() as u64,
+                believes_until: at + remaining.as_micros() as u64,
             });
             let began = term.get_or_insert_with(|| (lease, Instant::now())).1;
             if std::mem::take(&mut stall_next) {
