@@ -10,18 +10,49 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// The candidate checked, at `at`, that it leads with `fence`: it may act until
-    /// `believes_until` (its local deadline); the store's expiry was `expires_at`.
-    Leading { at: u64, fence: u64, acquired_at: u64, expires_at: u64, believes_until: u64 },
-    /// A write to the fenced register, sent at `at`, and whether it was accepted.
-    Wrote { at: u64, fence: u64, accepted: bool },
-    /// The candidate found, at `at`, that the term with `fence` ended (`reason` from the
-    /// lease, or `resigned`).
-    Ended { at: u64, fence: u64, reason: String },
-    /// The candidate is about to resign the term with `fence`.
-    Resigning { at: u64, fence: u64 },
+    /// The candidate checked that it leads: it may act until its local deadline.
+    Leading {
+        /// When it checked (wall clock).
+        at: u64,
+        /// The term's fence.
+        fence: u64,
+        /// When the store granted the term (store clock, whole milliseconds).
+        acquired_at: u64,
+        /// The store's expiry of the slot as last confirmed (store clock).
+        expires_at: u64,
+        /// The local deadline then (wall clock): it believes it leads until this instant.
+        believes_until: u64,
+    },
+    /// A write to the fenced register.
+    Wrote {
+        /// When it was sent (wall clock).
+        at: u64,
+        /// The fence it carried.
+        fence: u64,
+        /// Whether the register accepted it.
+        accepted: bool,
+    },
+    /// The candidate found the term over.
+    Ended {
+        /// When it found out (wall clock).
+        at: u64,
+        /// The term's fence.
+        fence: u64,
+        /// The lease's loss reason, or `resigned`.
+        reason: String,
+    },
+    /// The candidate is about to resign the term.
+    Resigning {
+        /// When it began to resign (wall clock).
+        at: u64,
+        /// The term's fence.
+        fence: u64,
+    },
     /// The candidate stopped its leadership (releasing any slot) and is exiting.
-    Stopped { at: u64 },
+    Stopped {
+        /// When (wall clock).
+        at: u64,
+    },
 }
 
 impl Event {

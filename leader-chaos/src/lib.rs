@@ -12,6 +12,8 @@
 //! `cargo run -p leader-chaos --release` prints the table; `--soak` repeats every fault 20
 //! times; `--only NAME` picks scenarios.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod candidate;
 pub mod checker;

@@ -108,8 +108,7 @@ impl LeaderGroupElector {
         {
             return Ok((group.clone(), key.clone()));
         }
-        let resolved: (Arc<str>, Arc<str>) =
-            (name.into(), self.settings.keys.resolve(name)?.into());
+        let resolved: Resolved = (name.into(), self.settings.keys.resolve(name)?.into());
         *last = Some(resolved.clone());
         Ok(resolved)
     }

@@ -6,6 +6,8 @@
 //! These helpers panic on a broken environment (no `redis-server` on the path): they are
 //! for tests, not for production code.
 
+#![warn(missing_docs)]
+
 pub mod proxy;
 pub mod redis_cluster;
 pub mod redis_sentinel;

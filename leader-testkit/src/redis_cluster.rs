@@ -4,11 +4,15 @@ use std::time::{Duration, Instant};
 
 use crate::redis_server::{RedisServer, cli};
 
+/// Three primaries sharing the 16,384 slots, no replicas; stopped on drop.
 pub struct RedisCluster {
+    /// The primaries, in the order they were started.
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
+    /// Starts three nodes, joins them with `redis-cli --cluster create` and waits until
+    /// the cluster is ok.
     pub fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| {
@@ -46,6 +50,7 @@ impl RedisCluster {
         }
     }
 
+    /// The nodes' URLs, as seeds for a Cluster client.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }

@@ -5,17 +5,23 @@ use std::time::{Duration, Instant};
 
 use crate::redis_server::{RedisServer, cli, free_port};
 
+/// The name the Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "leader-test";
 
+/// A primary, its replica and a Sentinel (quorum 1, down after 1 s); stopped on drop.
 pub struct RedisSentinel {
+    /// The server that starts as the primary.
     pub primary: RedisServer,
+    /// The server that starts as its replica.
     pub replica: RedisServer,
+    /// The Sentinel's port.
     pub sentinel_port: u16,
     sentinel: Child,
     _dir: tempfile::TempDir,
 }
 
 impl RedisSentinel {
+    /// Starts the three and waits until the replica is in sync and the Sentinel sees it.
     pub fn start() -> Self {
         let primary = RedisServer::start();
         let port = primary.port.to_string();
@@ -49,6 +55,7 @@ impl RedisSentinel {
         set_up
     }
 
+    /// The Sentinel's URL.
     pub fn sentinel_url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.sentinel_port)
     }

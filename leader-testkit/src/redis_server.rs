@@ -17,7 +17,9 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A `redis-server` without persistence on a free local port, killed on drop.
 pub struct RedisServer {
+    /// Its port on 127.0.0.1.
     pub port: u16,
     dir: TempDir,
     extra: Vec<String>,
@@ -79,10 +81,12 @@ impl RedisServer {
         command
     }
 
+    /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Its working directory (log, cluster config).
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -164,6 +168,7 @@ impl RedisServer {
     }
 }
 
+/// Runs `redis-cli` against 127.0.0.1:`port` and returns its trimmed output.
 pub fn cli(port: u16, args: &[&str]) -> String {
     let output = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])

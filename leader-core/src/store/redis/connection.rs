@@ -215,7 +215,6 @@ async fn run(
     wait: Option<(u32, u64)>,
     command: &str,
 ) -> Result<(Value, Option<i64>), RedisError> {
-    // Sized once: command, script, key count, keys and arguments, in about 256 bytes.
     let mut call = redis::cmd(command);
     call.arg(script).arg(keys.len());
     for arg in keys.iter().chain(args) {
