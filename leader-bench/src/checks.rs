@@ -69,9 +69,8 @@ pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let acquire_args = [
         "EVALSHA",
         &acquire,
-        "3",
-        "{c:__rand_int__}:slots",
-        "{c:__rand_int__}:holders",
+        "2",
+        "{c:__rand_int__}:group",
         "{c:__rand_int__}:fence",
         "__rand_int__",
         "bench",
@@ -82,9 +81,8 @@ pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let release_args = [
         "EVALSHA",
         &release,
-        "2",
-        "{c:__rand_int__}:slots",
-        "{c:__rand_int__}:holders",
+        "1",
+        "{c:__rand_int__}:group",
         "__rand_int__",
         "0",
         "leader:released:c",
