@@ -81,14 +81,9 @@ impl Fleet {
         Ok(candidate)
     }
 
-    /// How many candidates there are.
-    pub fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    /// Whether the fleet is empty.
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+    /// The candidates killed so far, by index.
+    pub fn killed(&self) -> Vec<usize> {
+        (0..self.members.len()).filter(|&candidate| self.members[candidate].killed).collect()
     }
 
     /// Everything reported so far.

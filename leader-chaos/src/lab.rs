@@ -36,7 +36,6 @@ struct Lab {
     backend: Backend,
     proxy: Option<Proxy>,
     fleet: Fleet,
-    killed: Vec<usize>,
     key: String,
     lease: Duration,
 }
@@ -75,7 +74,7 @@ pub async fn run_scenario(
     let fleet = Fleet::spawn(program, scenario.candidates, &args).map_err(|e| e.to_string())?;
     let monitor_store = direct.connect(Duration::from_millis(200), 0).map_err(|e| e.to_string())?;
     let monitor = Monitor::start(monitor_store.clone(), key.clone(), Duration::from_millis(5));
-    let mut lab = Lab { backend, proxy, fleet, killed: Vec::new(), key, lease };
+    let mut lab = Lab { backend, proxy, fleet, key, lease };
     let n = scenario.max_leaders as usize;
 
     lab.fleet.wait_for_leaders(n, 0, Duration::from_secs(15)).await?;
@@ -101,7 +100,7 @@ pub async fn run_scenario(
         writes: register.log(),
         samples: monitor.finish(), // before the deployment stops
         faults,
-        killed: lab.killed.clone(),
+        killed: lab.fleet.killed(),
         leaked,
         unclean_exits,
         recovery_bound: timing.recovery_bound(),
@@ -134,7 +133,6 @@ impl Lab {
             Fault::KillHolder => {
                 let holder = self.holder().await?;
                 self.fleet.kill(holder);
-                self.killed.push(holder);
                 out.push(holder);
                 self.fleet.add().map_err(|e| e.to_string())?; // keep the numbers up
             }

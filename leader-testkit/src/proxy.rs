@@ -98,7 +98,11 @@ async fn carry(
     cut: CancellationToken,
 ) {
     // A black hole answers no new connection either.
-    if wait_out_black_hole(&mut fault, &cut).await.is_none() {
+    let opened = tokio::select! {
+        opened = wait_out_black_hole(&mut fault) => opened,
+        () = cut.cancelled() => None,
+    };
+    if opened.is_none() {
         return;
     }
     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else { return };
@@ -130,10 +134,9 @@ async fn pump(
         }
     };
     let reader = async move {
-        let never = CancellationToken::new();
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
-            let Some(current) = wait_out_black_hole(&mut fault, &never).await else { return };
+            let Some(current) = wait_out_black_hole(&mut fault).await else { return };
             let n = tokio::select! {
                 read = from.read(&mut buffer) => match read {
                     Ok(n @ 1..) => n,
@@ -159,19 +162,13 @@ async fn pump(
 }
 
 /// Waits while the fault is a black hole; returns the fault then in force, or `None` if the
-/// proxy stopped or the connection was cut meanwhile.
-async fn wait_out_black_hole(
-    fault: &mut watch::Receiver<Fault>,
-    cut: &CancellationToken,
-) -> Option<Fault> {
+/// proxy stopped meanwhile.
+async fn wait_out_black_hole(fault: &mut watch::Receiver<Fault>) -> Option<Fault> {
     loop {
         let current = *fault.borrow_and_update();
         if current != Fault::BlackHole {
             return Some(current);
         }
-        tokio::select! {
-            changed = fault.changed() => changed.ok()?,
-            () = cut.cancelled() => return None,
-        }
+        fault.changed().await.ok()?;
     }
 }

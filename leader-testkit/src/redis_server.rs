@@ -2,7 +2,7 @@
 //! log in a temporary directory, killed on drop; they can be killed, restarted and paused.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,11 +84,6 @@ impl RedisServer {
     /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Its working directory (log, cluster config).
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 
     fn spawn(&mut self) {
