@@ -91,6 +91,10 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
             let reason = ended.loss_reason().map_or("ended".to_owned(), |r| r.to_string());
             report(&Event::Ended { at: now_micros(), fence: ended.fence(), reason });
         }
+        if stall_next && lease.is_none() {
+            stall_next = false;
+            report(&Event::StallDeclined { at: now_micros() });
+        }
         if let Some(lease) = lease {
             let fence = lease.fence();
             report(&Event::Leading {

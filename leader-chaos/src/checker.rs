@@ -306,7 +306,7 @@ fn terms(reports: &[Reported]) -> BTreeMap<(usize, u64), Term> {
                     term.ended_at.get_or_insert(at);
                 }
             }
-            Event::Wrote { .. } | Event::Stopped { .. } => {}
+            Event::Wrote { .. } | Event::StallDeclined { .. } | Event::Stopped { .. } => {}
         }
     }
     terms

@@ -48,6 +48,12 @@ pub enum Event {
         /// The term's fence.
         fence: u64,
     },
+    /// The candidate was told to stall before its next write but did not lead at its next
+    /// check, so it will not stall (the harness picks the current holder again).
+    StallDeclined {
+        /// When it found it did not lead (wall clock).
+        at: u64,
+    },
     /// The candidate stopped its leadership (releasing any slot) and is exiting.
     Stopped {
         /// When (wall clock).
@@ -63,6 +69,7 @@ impl Event {
             | Event::Wrote { at, .. }
             | Event::Ended { at, .. }
             | Event::Resigning { at, .. }
+            | Event::StallDeclined { at }
             | Event::Stopped { at } => at,
         }
     }

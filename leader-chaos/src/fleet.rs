@@ -154,20 +154,36 @@ impl Fleet {
         let _ = kill(self.members[candidate].pid, Signal::SIGCONT);
     }
 
-    /// Tells a leading candidate to stop itself between its next check and its write, and
-    /// waits until it has.
-    pub async fn stall(&mut self, candidate: usize) -> Result<(), String> {
+    /// Tells a candidate to stop itself between its next check and its write, and waits
+    /// until it has (`true`) or it found at that check that it does not lead (`false`: it
+    /// resigned or lost the slot since it was seen leading).
+    pub async fn stall(&mut self, candidate: usize) -> Result<bool, String> {
+        let sent = now_micros();
         let member = &mut self.members[candidate];
         let stdin = member.stdin.as_mut().ok_or("the candidate's input is closed")?;
         stdin.write_all(b"stall\n").await.map_err(|e| format!("stall c{candidate}: {e}"))?;
+        let pid = member.pid;
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !is_stopped(member.pid) {
+        loop {
+            if is_stopped(pid) {
+                return Ok(true);
+            }
+            if self.declined_stall_since(candidate, sent) {
+                return Ok(false);
+            }
             if Instant::now() >= deadline {
-                return Err(format!("c{candidate} did not stall within 5 s"));
+                return Err(format!("c{candidate} neither stalled nor declined within 5 s"));
             }
             sleep(Duration::from_millis(1)).await;
         }
-        Ok(())
+    }
+
+    fn declined_stall_since(&self, candidate: usize, since: u64) -> bool {
+        let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
+        reports.iter().rev().any(|report| {
+            report.candidate == candidate
+                && matches!(report.event, Event::StallDeclined { at } if at >= since)
+        })
     }
 
     /// Stops every live candidate gracefully (each releases its slot) and waits for them;

@@ -144,8 +144,7 @@ impl Lab {
                 self.fleet.resume(holder);
             }
             Fault::StallHolderBeforeWrite => {
-                let holder = self.holder().await?;
-                self.fleet.stall(holder).await?;
+                let holder = self.stall_a_holder().await?;
                 out.push(holder);
                 sleep(2 * lease).await;
                 self.fleet.resume(holder);
@@ -208,6 +207,18 @@ impl Lab {
     async fn holder(&self) -> Result<usize, String> {
         let leading = self.fleet.wait_for_leaders(1, 0, 5 * self.lease).await?;
         Ok(leading[0])
+    }
+
+    /// Stalls the current holder before its next write; picks the holder again when the
+    /// one picked had just resigned.
+    async fn stall_a_holder(&mut self) -> Result<usize, String> {
+        for _ in 0..20 {
+            let holder = self.holder().await?;
+            if self.fleet.stall(holder).await? {
+                return Ok(holder);
+            }
+        }
+        Err("no holder stalled in 20 tries: each had resigned when told".into())
     }
 
     fn server(&mut self) -> Result<&mut leader_testkit::redis_server::RedisServer, String> {
