@@ -112,11 +112,9 @@ async fn a_key_of_another_type_is_reported_and_left_alone() {
     let (store, server) = standalone().await;
     server.cli(&["SET", "{leader:taken}:group", "someone else's"]);
     server.cli(&["LPUSH", "{leader:listed}:group", "x"]);
-    server.cli(&["SET", "{leader:texted}:fence", "not a number"]);
     for (key, offending) in [
         ("leader:taken", "{leader:taken}:group is a string"),
         ("leader:listed", "{leader:listed}:group is a list"),
-        ("leader:texted", "{leader:texted}:fence is a string"),
     ] {
         let err = store.acquire(request(key, 1, token())).await.unwrap_err();
         assert!(matches!(err, Error::WrongType { .. }), "{key}: {err:?}");
@@ -126,12 +124,46 @@ async fn a_key_of_another_type_is_reported_and_left_alone() {
     }
     assert_eq!(server.cli(&["GET", "{leader:taken}:group"]), "someone else's");
     assert_eq!(server.cli(&["LRANGE", "{leader:listed}:group", "0", "-1"]), "x");
-    assert_eq!(server.cli(&["GET", "{leader:texted}:fence"]), "not a number");
-    assert_eq!(server.cli(&["KEYS", "*"]).lines().count(), 3, "nothing was written");
+    assert_eq!(server.cli(&["KEYS", "*"]).lines().count(), 2, "nothing was written");
     let err = store.renew("leader:taken", token(), SECOND).await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     let err = store.state("leader:listed").await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_group_is_one_hash_without_ttl_that_keeps_only_live_records() {
+    let (store, server) = standalone().await;
+    let key = "leader:tidy";
+    let crashed = token();
+    let short =
+        AcquireRequest { lease_time: Duration::from_millis(50), ..request(key, 2, crashed) };
+    assert!(matches!(store.acquire(short).await.unwrap(), AcquireOutcome::Granted(_)));
+    let released = token();
+    assert!(matches!(
+        store.acquire(request(key, 2, released)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    assert_eq!(server.cli(&["KEYS", "*"]), "{leader:tidy}:group", "one key per group");
+    assert_eq!(server.cli(&["PTTL", "{leader:tidy}:group"]), "-1", "no TTL");
+    assert_eq!(
+        store.release(key, released, Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    sleep(Duration::from_millis(100)).await; // the crashed holder's slot expires, unreleased
+    assert_eq!(slot_records(&server, key), 1, "the expired record waits for the next grant");
+    let next = token();
+    let AcquireOutcome::Granted(grant) = store.acquire(request(key, 2, next)).await.unwrap() else {
+        panic!("refused")
+    };
+    assert_eq!(slot_records(&server, key), 1, "the grant deleted the expired record");
+    assert_eq!(store.release(key, next, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    let mut fields: Vec<String> =
+        server.cli(&["HKEYS", "{leader:tidy}:group"]).lines().map(str::to_owned).collect();
+    fields.sort();
+    assert_eq!(fields, ["fence", "max"], "an idle group keeps its max and last fence");
+    let fence: u64 = server.cli(&["HGET", "{leader:tidy}:group", "fence"]).parse().unwrap();
+    assert_eq!(fence, grant.fence);
 }
 
 #[tokio::test]
@@ -167,7 +199,7 @@ async fn an_acquire_whose_reply_was_lost_is_granted_again_to_the_retry() {
     assert!(err.is_transient(), "{err:?}");
     proxy.drop_replies(false);
     assert_eq!(slot_records(&server, "leader:lossy"), 1, "the script ran");
-    let first_fence: u64 = server.cli(&["GET", "{leader:lossy}:fence"]).parse().unwrap();
+    let first_fence: u64 = server.cli(&["HGET", "{leader:lossy}:group", "fence"]).parse().unwrap();
     let AcquireOutcome::Granted(grant) = store.acquire(request(key, 2, retried)).await.unwrap()
     else {
         panic!("the retry was refused");
@@ -188,7 +220,11 @@ async fn an_elector_releases_a_slot_whose_grant_reply_was_lost() {
     let err = elector.run_if_leader("lossy-elector", |_| async {}).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     proxy.drop_replies(false);
-    assert_ne!(server.cli(&["GET", "{leader:lossy-elector}:fence"]), "", "the grant was made");
+    assert_ne!(
+        server.cli(&["HGET", "{leader:lossy-elector}:group", "fence"]),
+        "",
+        "the grant was made"
+    );
     support::eventually(5 * SECOND, "the background release frees the slot", || async {
         slot_records(&server, "leader:lossy-elector") == 0
     })

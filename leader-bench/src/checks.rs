@@ -69,9 +69,8 @@ pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let acquire_args = [
         "EVALSHA",
         &acquire,
-        "2",
+        "1",
         "{c:__rand_int__}:group",
-        "{c:__rand_int__}:fence",
         "__rand_int__",
         "bench",
         "10000",

@@ -72,6 +72,7 @@ async fn main() {
     ));
 
     // W1, W2: two rounds of every contender, in turn.
+    server.reset_stats();
     let mut w1: Vec<(String, u32, f64)> = Vec::new();
     let mut w2: Vec<(String, u32, f64)> = Vec::new();
     for round in 0..2 {
@@ -98,6 +99,13 @@ async fn main() {
     }
     if let Some(name) = &profile {
         println!("{name}: W1 {:?}\n{name}: W2 {:?}", w1, w2);
+        // Where the server's time went: µs per call of each command clients sent, and of
+        // the ones scripts ran (Redis counts both in commandstats).
+        for line in server.cli(&["INFO", "commandstats"]).lines() {
+            if let Some(stats) = line.strip_prefix("cmdstat_") {
+                println!("  {stats}");
+            }
+        }
         return;
     }
     let mean = |rows: &[(String, u32, f64)], name: &str, n: u32| -> Option<f64> {

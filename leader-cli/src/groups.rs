@@ -1,4 +1,4 @@
-//! `leader groups`: the groups under the namespace, found by their fence keys.
+//! `leader groups`: the groups under the namespace, found by their group hashes.
 
 use std::process::ExitCode;
 
@@ -16,15 +16,16 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
     let prefix = format!("{}{prefix}", cli.namespace);
     let client = redis::Client::open(cli.url.as_str())?;
     let mut connection = client.get_multiplexed_async_connection().await?;
-    // Every group that was ever granted keeps `{key}:fence`; SCAN never blocks the server.
-    let pattern = format!("{{{}*{}}}:fence", glob_escape(&prefix), glob_escape(suffix));
+    // Every group that was ever granted keeps its hash `{key}:group` (it has no TTL, so its
+    // last fence survives); SCAN never blocks the server.
+    let pattern = format!("{{{}*{}}}:group", glob_escape(&prefix), glob_escape(suffix));
     let scanned: Vec<redis::RedisResult<String>> =
         connection.scan_match(&pattern).await?.collect().await;
     let mut keys = scanned.into_iter().collect::<Result<Vec<String>, _>>()?;
     keys.sort();
     let mut groups = Vec::new();
-    for fence_key in keys {
-        let Some(key) = fence_key.strip_prefix('{').and_then(|k| k.strip_suffix("}:fence")) else {
+    for group_key in keys {
+        let Some(key) = group_key.strip_prefix('{').and_then(|k| k.strip_suffix("}:group")) else {
             continue;
         };
         let name = key

@@ -1,16 +1,16 @@
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
--- KEYS[1] group, KEYS[2] fence
+-- KEYS[1] group
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token)
 --        {0, nearest_expiry_in_ms}                      full
 --        {2, existing_max_leaders}                      live slots granted under another N
--- One read of the whole group decides; every key is read before it is written, so a key
--- holding another type fails with WRONGTYPE before anything is changed.
-local group, fence_key = KEYS[1], KEYS[2]
+-- One read of the whole group decides, and one write grants: a key holding another type
+-- fails with WRONGTYPE at the read, before anything is changed.
+local group = KEYS[1]
 local token, lease, max = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local fields = redis.call('HGETALL', group)
-local live, nearest, expired, existing, last = 0, nil, {}, nil, 0
+local live, nearest, expired, existing, last = 0, nil, nil, nil, 0
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'max' then
@@ -18,9 +18,10 @@ for i = 1, #fields, 2 do
   elseif field == 'fence' then
     last = tonumber(value) or 0
   else
-    local expires, fence, acquired = parse_slot(value)
+    local expires = record_expiry(value)
     if expires and expires > now then
       if field == token then
+        local _, fence, acquired = parse_slot(value)
         return {1, fence, acquired, expires, now}
       end
       live = live + 1
@@ -28,6 +29,7 @@ for i = 1, #fields, 2 do
         nearest = expires
       end
     else
+      expired = expired or {}
       expired[#expired + 1] = field
     end
   end
@@ -39,20 +41,15 @@ if live >= max then
   return {0, nearest - now}
 end
 
-local stored = redis.call('GET', fence_key)
-if stored and not tonumber(stored) then
-  return redis.error_reply('WRONGTYPE fence key holds a value that is not a number')
-end
 -- Strictly above every earlier fence, and above the clock in microseconds, so fences keep
 -- increasing even after the server lost its data.
-local fence = math.max(math.max(last, tonumber(stored) or 0) + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+local fence = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
 local expires = now + lease
-if #expired > 0 then
+if expired then
   redis.call('HDEL', group, unpack(expired))
 end
 local fence_text = string.format('%d', fence)
-redis.call('SET', fence_key, fence_text)
-redis.call('HSET', group, token, slot_record(expires, fence, now, ARGV[2]), 'max', ARGV[4], 'fence', fence_text)
-keep_group_until(group, expires, live == 0)
+local record = string.format('%d:%s:%d:%s', expires, fence_text, now, ARGV[2])
+redis.call('HSET', group, token, record, 'max', ARGV[4], 'fence', fence_text)
 redis.call('PUBLISH', ARGV[5], '')
 return {1, fence, now, expires, now}

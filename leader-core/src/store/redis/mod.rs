@@ -36,8 +36,9 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 ///   the server lost its script cache), over one shared multiplexed connection that the
 ///   deadpool-redis pool makes and that is replaced when it breaks.
 /// - Time comes from the server's `TIME` inside the scripts, so client clocks do not matter.
-/// - A group's keys share one hash tag, so its scripts run on one Cluster slot; their TTLs
-///   follow the group's longest live slot.
+/// - A group is one hash, `{key}:group` (a hash tag, so a Cluster keeps it on one slot),
+///   without a TTL: each slot expires by its own record, so holders with different leases
+///   never lose slots to a key expiry, and the last fence outlives every slot.
 /// - Fences are `max(last + 1, server time in µs)`: strictly increasing, even after the
 ///   server restarts without its data.
 /// - Releases are published; waiters in every process are woken by one pub/sub connection
@@ -291,8 +292,7 @@ impl RedisStore {
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
     async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        let keys =
-            GroupKeys::new(key).map(|keys| [keys.group(), keys.fence()].map(|k| k.to_string()));
+        let keys = GroupKeys::new(key).map(|keys| [keys.group().to_string()]);
         if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
             for key in &keys {
                 let kind: Result<String, _> =
@@ -350,7 +350,7 @@ impl LeaseStore for RedisStore {
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.group(), &keys.fence()],
+                &[&keys.group()],
                 &[
                     &request.token,
                     &request.holder,

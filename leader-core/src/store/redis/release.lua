@@ -5,19 +5,23 @@
 -- Reply: {1}                    released
 --        {2, expires_in_ms}     kept until the minimum lease ends
 --        {0}                    not held
-local group, token = KEYS[1], ARGV[1]
-local expires, fence, acquired, holder = live_slot(group, token)
+local group, token, min_lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local expires, rest = live_slot(group, token)
 if not expires then
   return {0}
 end
 local reply = {1}
-local keep_until = acquired + tonumber(ARGV[2])
+-- A minimum lease keeps the slot until acquired + min_lease; without one it always ends now.
+local keep_until = 0
+if min_lease > 0 then
+  keep_until = tonumber(string.match(rest, '^:%d+:(%d+):')) + min_lease
+end
 if keep_until > now then
   local kept = math.min(expires, keep_until)
-  redis.call('HSET', group, token, slot_record(kept, fence, acquired, holder))
+  redis.call('HSET', group, token, with_expiry(kept, rest))
   reply = {2, kept - now}
 else
-  -- The group's other fields stay until its expiry; with no live slot they mean nothing.
+  -- The group's max and fence stay: the fence must never go back.
   redis.call('HDEL', group, token)
 end
 redis.call('PUBLISH', ARGV[3], '')

@@ -4,11 +4,10 @@
 -- Reply: {1, expires_ms, now_ms}   renewed
 --        {0}                       not held
 local group, token = KEYS[1], ARGV[1]
-local expires, fence, acquired, holder = live_slot(group, token)
+local expires, rest = live_slot(group, token)
 if not expires then
   return {0}
 end
 local renewed = now + tonumber(ARGV[2])
-redis.call('HSET', group, token, slot_record(renewed, fence, acquired, holder))
-keep_group_until(group, renewed, false)
+redis.call('HSET', group, token, with_expiry(renewed, rest))
 return {1, renewed, now}

@@ -9,8 +9,9 @@ for i = 1, #fields, 2 do
   if field == 'max' then
     reply[2] = tonumber(value) or 0
   elseif field ~= 'fence' then
-    local expires, fence, acquired, holder = parse_slot(value)
+    local expires = record_expiry(value)
     if expires and expires > now then
+      local _, fence, acquired, holder = parse_slot(value)
       reply[#reply + 1] = fence
       reply[#reply + 1] = acquired
       reply[#reply + 1] = expires
