@@ -45,7 +45,8 @@ fn token() -> LeaseToken {
 /// `max` and `fence`.
 fn slot_records(server: &RedisServer, key: &str) -> usize {
     let fields = server.cli(&["HKEYS", &format!("{{{key}}}:group")]);
-    fields.lines().filter(|field| !field.is_empty() && *field != "max" && *field != "fence").count()
+    let bookkeeping = ["", "max", "fence"];
+    fields.lines().filter(|field| !bookkeeping.contains(field)).count()
 }
 
 /// The client-sent commands an operation cost, read from the server.
@@ -132,7 +133,7 @@ async fn a_key_of_another_type_is_reported_and_left_alone() {
 }
 
 #[tokio::test]
-async fn a_group_is_one_hash_without_ttl_that_keeps_only_live_records() {
+async fn a_group_is_a_hash_without_ttl_that_keeps_only_live_records() {
     let (store, server) = standalone().await;
     let key = "leader:tidy";
     let crashed = token();
@@ -144,12 +145,23 @@ async fn a_group_is_one_hash_without_ttl_that_keeps_only_live_records() {
         store.acquire(request(key, 2, released)).await.unwrap(),
         AcquireOutcome::Granted(_)
     ));
-    assert_eq!(server.cli(&["KEYS", "*"]), "{leader:tidy}:group", "one key per group");
+    let keys = |server: &RedisServer| {
+        let mut keys: Vec<String> = server.cli(&["KEYS", "*"]).lines().map(str::to_owned).collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&server), ["{leader:tidy}:group"], "one key per group");
     assert_eq!(server.cli(&["PTTL", "{leader:tidy}:group"]), "-1", "no TTL");
+    let refused = store.acquire(request(key, 2, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+    assert_eq!(keys(&server), ["{leader:tidy}:full", "{leader:tidy}:group"], "refused: marked");
+    let marked: u64 = server.cli(&["PTTL", "{leader:tidy}:full"]).parse().unwrap();
+    assert!(marked < 50, "the marker ends before the nearest expiry: {marked} ms");
     assert_eq!(
         store.release(key, released, Duration::ZERO).await.unwrap(),
         ReleaseOutcome::Released
     );
+    assert_eq!(keys(&server), ["{leader:tidy}:group"], "a group that is not full is one key");
     sleep(Duration::from_millis(100)).await; // the crashed holder's slot expires, unreleased
     assert_eq!(slot_records(&server, key), 1, "the expired record waits for the next grant");
     let next = token();
@@ -164,6 +176,98 @@ async fn a_group_is_one_hash_without_ttl_that_keeps_only_live_records() {
     assert_eq!(fields, ["fence", "max"], "an idle group keeps its max and last fence");
     let fence: u64 = server.cli(&["HGET", "{leader:tidy}:group", "fence"]).parse().unwrap();
     assert_eq!(fence, grant.fence);
+}
+
+/// Every command the server ran since the last reset, including those scripts ran.
+fn all_commands(server: &RedisServer) -> HashMap<String, u64> {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            Some((name.to_owned(), stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn granted_fence(outcome: AcquireOutcome) -> u64 {
+    match outcome {
+        AcquireOutcome::Granted(grant) => grant.fence,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_full_group_refuses_without_the_clock_or_the_records() {
+    let (store, server) = standalone().await;
+    let key = "leader:marked";
+    let (first, second) = (token(), token());
+    granted_fence(store.acquire(request(key, 2, first)).await.unwrap());
+    let fence = granted_fence(store.acquire(request(key, 2, second)).await.unwrap());
+
+    let outcome = store.acquire(request(key, 2, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the first refusal marks the group");
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let outcome = store.acquire(request(key, 2, token())).await.unwrap();
+    let AcquireOutcome::Full { nearest_expiry } = outcome else { panic!("{outcome:?}") };
+    assert!(nearest_expiry > Duration::from_secs(9), "{nearest_expiry:?}");
+    let ran = all_commands(&server);
+    assert_eq!((ran.get("pttl"), ran.get("hmget")), (Some(&1), Some(&1)), "{ran:?}");
+    assert!(!ran.contains_key("time") && !ran.contains_key("hgetall"), "{ran:?}");
+
+    // The marker never hides a holder's own slot or another N.
+    assert_eq!(granted_fence(store.acquire(request(key, 2, second)).await.unwrap()), fence);
+    let err = store.acquire(request(key, 3, token())).await.unwrap_err();
+    assert!(matches!(err, Error::MaxLeadersMismatch { requested: 3, existing: 2, .. }), "{err:?}");
+
+    // A release ends it at once.
+    assert_eq!(store.release(key, first, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    granted_fence(store.acquire(request(key, 2, token())).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
+    let (store, server) = standalone().await;
+    let marker_ms =
+        |key: &str| -> i64 { server.cli(&["PTTL", &format!("{{{key}}}:full")]).parse().unwrap() };
+    let soon = Duration::from_millis(200);
+
+    // A renewal with a shorter lease than the slot had left.
+    let (key, held) = ("leader:renewed-shorter", token());
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    assert!(matches!(
+        store.acquire(request(key, 1, token())).await,
+        Ok(AcquireOutcome::Full { .. })
+    ));
+    assert!(marker_ms(key) > 9_000);
+    assert!(matches!(store.renew(key, held, soon).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
+    sleep(soon + Duration::from_millis(20)).await;
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+
+    // A release kept until the minimum lease ends.
+    let (key, held) = ("leader:kept", token());
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    assert!(matches!(
+        store.acquire(request(key, 1, token())).await,
+        Ok(AcquireOutcome::Full { .. })
+    ));
+    assert!(marker_ms(key) > 9_000);
+    assert!(matches!(store.release(key, held, soon).await.unwrap(), ReleaseOutcome::Kept { .. }));
+    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
+    sleep(soon + Duration::from_millis(20)).await;
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_foreign_key_where_the_marker_goes_is_reported_and_left_alone() {
+    let (store, server) = standalone().await;
+    server.cli(&["SET", "{leader:squatted}:full", "someone else's"]);
+    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert!(err.to_string().contains("{leader:squatted}:full is a string"), "{err}");
+    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
+    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
 }
 
 #[tokio::test]

@@ -69,8 +69,9 @@ pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let acquire_args = [
         "EVALSHA",
         &acquire,
-        "1",
+        "2",
         "{c:__rand_int__}:group",
+        "{c:__rand_int__}:full",
         "__rand_int__",
         "bench",
         "10000",
@@ -80,8 +81,9 @@ pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let release_args = [
         "EVALSHA",
         &release,
-        "1",
+        "2",
         "{c:__rand_int__}:group",
+        "{c:__rand_int__}:full",
         "__rand_int__",
         "0",
         "leader:released:c",

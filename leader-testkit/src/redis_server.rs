@@ -9,8 +9,20 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// The commands leader's scripts run inside the server.
-const SCRIPT_INTERNAL: &[&str] =
-    &["time", "hgetall", "hget", "hset", "hdel", "get", "set", "pexpireat", "publish"];
+const SCRIPT_INTERNAL: &[&str] = &[
+    "time",
+    "hgetall",
+    "hget",
+    "hmget",
+    "hset",
+    "hdel",
+    "get",
+    "set",
+    "del",
+    "pttl",
+    "pexpireat",
+    "publish",
+];
 
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {

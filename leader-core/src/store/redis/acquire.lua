@@ -1,14 +1,27 @@
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
--- KEYS[1] group
+-- KEYS[1] group, KEYS[2] full marker
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token)
 --        {0, nearest_expiry_in_ms}                      full
 --        {2, existing_max_leaders}                      live slots granted under another N
--- One read of the whole group decides, and one write grants: a key holding another type
--- fails with WRONGTYPE at the read, before anything is changed.
-local group = KEYS[1]
+-- A key holding another type fails with WRONGTYPE at the first read, before anything is
+-- changed.
+local group, full_key = KEYS[1], KEYS[2]
 local token, lease, max = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 
+-- A full group, known from its marker: refuse without the clock or the records, unless
+-- this token holds one of the slots (a retry after a lost reply) or asks with another N.
+local full_for = redis.call('PTTL', full_key)
+if full_for > 0 then
+  local seen = redis.call('HMGET', group, 'max', token)
+  if seen[1] == ARGV[4] and not seen[2] then
+    return {0, full_for}
+  end
+elseif full_for == -1 then
+  return redis.error_reply('WRONGTYPE the full marker holds a value without a TTL')
+end
+
+local time, now = server_time()
 local fields = redis.call('HGETALL', group)
 local live, nearest, expired, existing, last = 0, nil, nil, nil, 0
 for i = 1, #fields, 2 do
@@ -38,6 +51,11 @@ if live > 0 and existing and existing ~= max then
   return {2, existing}
 end
 if live >= max then
+  -- Mark the group full until just before its nearest expiry, so the attempts that follow
+  -- are refused without the clock or the records.
+  if nearest - 1 > now then
+    redis.call('SET', full_key, ARGV[4], 'PXAT', string.format('%d', nearest - 1))
+  end
   return {0, nearest - now}
 end
 

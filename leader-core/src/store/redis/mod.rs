@@ -38,7 +38,9 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// - Time comes from the server's `TIME` inside the scripts, so client clocks do not matter.
 /// - A group is one hash, `{key}:group` (a hash tag, so a Cluster keeps it on one slot),
 ///   without a TTL: each slot expires by its own record, so holders with different leases
-///   never lose slots to a key expiry, and the last fence outlives every slot.
+///   never lose slots to a key expiry, and the last fence outlives every slot. While the
+///   group is full, `{key}:full` marks it until just before its nearest expiry, so a
+///   failed attempt is refused without reading the clock or the records.
 /// - Fences are `max(last + 1, server time in µs)`: strictly increasing, even after the
 ///   server restarts without its data.
 /// - Releases are published; waiters in every process are woken by one pub/sub connection
@@ -292,7 +294,8 @@ impl RedisStore {
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
     async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        let keys = GroupKeys::new(key).map(|keys| [keys.group().to_string()]);
+        let keys =
+            GroupKeys::new(key).map(|keys| [keys.group(), keys.full()].map(|k| k.to_string()));
         if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
             for key in &keys {
                 let kind: Result<String, _> =
@@ -350,7 +353,7 @@ impl LeaseStore for RedisStore {
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.group()],
+                &[&keys.group(), &keys.full()],
                 &[
                     &request.token,
                     &request.holder,
@@ -382,7 +385,9 @@ impl LeaseStore for RedisStore {
     ) -> Result<RenewOutcome, Error> {
         let keys = GroupKeys::new(key)?;
         let lease = millis(lease_time);
-        let reply = self.call("renew", key, &RENEW, &[&keys.group()], &[&token, &lease]).await?;
+        let reply = self
+            .call("renew", key, &RENEW, &[&keys.group(), &keys.full()], &[&token, &lease])
+            .await?;
         reply::renew(reply)
     }
 
@@ -396,7 +401,13 @@ impl LeaseStore for RedisStore {
         let min_lease = millis(min_lease_time);
         let channel = keys.release_channel();
         let reply = self
-            .call("release", key, &RELEASE, &[&keys.group()], &[&token, &min_lease, &channel])
+            .call(
+                "release",
+                key,
+                &RELEASE,
+                &[&keys.group(), &keys.full()],
+                &[&token, &min_lease, &channel],
+            )
             .await?;
         reply::release(reply)
     }

@@ -1,4 +1,4 @@
--- Shared by every script (prepended to each): the server clock, slot records and key lifetime.
+-- Shared by every script (prepended to each): the server clock and slot records.
 --
 -- A group K lives in one hash, {K}:group (the braces make it a Cluster hash tag):
 --   token -> "expires_ms:fence:acquired_ms:holder" for each slot,
@@ -6,14 +6,26 @@
 -- The hash has no TTL, so the last fence outlives every slot and fences never go back; each
 -- slot expires by its own record, so slots with different leases never lose one another.
 -- A release deletes its record and a grant deletes expired ones, so the hash holds at most
--- max_leaders records besides the two fields. Times are server ms. Numbers passed back to
--- Redis go through string.format('%d'): Lua's own conversion keeps 14 digits.
+-- max_leaders records besides the two fields.
+--
+-- {K}:full, a string holding max_leaders, exists only while the group is known to be full:
+-- an acquire refused after reading the records sets it to expire just before the group's
+-- nearest expiry, a release deletes it, and a renewal or release that moves a slot's
+-- expiry earlier moves the marker's expiry with it. While it lives, every slot the group
+-- had when it was set is still live, so the attempts that follow are refused on it alone,
+-- without the clock or the records. It only ever refuses: a grant always reads the records.
+--
+-- Times are server ms. Numbers passed back to Redis go through string.format('%d'): Lua's
+-- own conversion keeps 14 digits.
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The server clock: TIME's reply (seconds, microseconds) and now in ms.
+local function server_time()
+  local time = redis.call('TIME')
+  return time, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
 
--- A slot record's expiry, found without a pattern: every acquire reads every record of its
--- group, so this is the hot path.
+-- A slot record's expiry, found without a pattern: a grant reads every record of its group,
+-- so this is the hot path.
 local function record_expiry(record)
   local colon = string.find(record, ':', 1, true)
   return colon and tonumber(string.sub(record, 1, colon - 1))
@@ -25,10 +37,9 @@ local function parse_slot(record)
   return tonumber(expires), tonumber(fence), tonumber(acquired), holder
 end
 
--- The live slot held under `token`: its expiry and the rest of its record, or nil when
--- there is none (or it expired).
-local function live_slot(group, token)
-  local record = redis.call('HGET', group, token)
+-- A slot record if it is live at `now`: its expiry and the rest of the record after the
+-- expiry (":fence:acquired:holder"); nil when there is no record or it expired.
+local function live_record(record, now)
   if not record then
     return nil
   end
@@ -37,11 +48,16 @@ local function live_slot(group, token)
   if not expires or expires <= now then
     return nil
   end
-  -- The rest of the record after its expiry: ":fence:acquired:holder".
   return expires, string.sub(record, colon)
 end
 
 -- The record of a slot expiring at `expires` whose other fields are `rest`.
 local function with_expiry(expires, rest)
   return string.format('%d', expires) .. rest
+end
+
+-- Keeps the full marker from outliving a slot whose expiry moved earlier, to `expires`.
+-- (PEXPIREAT ... LT only ever shortens, and does nothing when there is no marker.)
+local function full_until_at_most(full_key, expires)
+  redis.call('PEXPIREAT', full_key, string.format('%d', expires - 1), 'LT')
 end

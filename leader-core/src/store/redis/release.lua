@@ -1,12 +1,13 @@
 -- release: free a live slot held under the token, or keep it until its minimum lease ends;
 -- either way wake waiters on the group's release channel.
--- KEYS[1] group
+-- KEYS[1] group, KEYS[2] full marker
 -- ARGV[1] token, ARGV[2] min_lease_ms, ARGV[3] release channel
 -- Reply: {1}                    released
 --        {2, expires_in_ms}     kept until the minimum lease ends
 --        {0}                    not held
 local group, token, min_lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local expires, rest = live_slot(group, token)
+local _, now = server_time()
+local expires, rest = live_record(redis.call('HGET', group, token), now)
 if not expires then
   return {0}
 end
@@ -19,10 +20,12 @@ end
 if keep_until > now then
   local kept = math.min(expires, keep_until)
   redis.call('HSET', group, token, with_expiry(kept, rest))
+  full_until_at_most(KEYS[2], kept)
   reply = {2, kept - now}
 else
-  -- The group's max and fence stay: the fence must never go back.
+  -- The group's max and fence stay: the fence must never go back. It is no longer full.
   redis.call('HDEL', group, token)
+  redis.call('DEL', KEYS[2])
 end
 redis.call('PUBLISH', ARGV[3], '')
 return reply

@@ -29,8 +29,8 @@ pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state");
 
-/// The Redis key and channels of one group. The key carries the hash tag `{key}` (a Cluster
-/// slot of its own per group). They are written straight into each command, so a call
+/// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
+/// Cluster keeps them on one slot. They are written straight into each command, so a call
 /// builds no strings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupKeys<'a> {
@@ -54,6 +54,11 @@ impl<'a> GroupKeys<'a> {
     /// The slots, `max_leaders` and the last fence, in one hash: `{key}:group`.
     pub(crate) fn group(self) -> Named<'a> {
         Named { before: "{", key: self.key, after: "}:group" }
+    }
+
+    /// Marks the group full until just before its nearest expiry: `{key}:full`.
+    pub(crate) fn full(self) -> Named<'a> {
+        Named { before: "{", key: self.key, after: "}:full" }
     }
 
     /// The channel a release is published on.
