@@ -160,17 +160,17 @@ pub async fn latency(
     samples: usize,
 ) -> ((Duration, Duration), (Duration, Duration)) {
     let key = "bench:latency";
+    let mut connection = server.connection().await;
     let mut acquires = Vec::with_capacity(samples);
+    let mut pings = Vec::with_capacity(samples);
+    // Interleaved, one acquire then one PING, so both see the same moments of a noisy
+    // machine.
     for _ in 0..samples {
         let t = token();
         let started = Instant::now();
         store.acquire(request(key, t)).await.unwrap();
         acquires.push(started.elapsed());
         store.release(key, t, Duration::ZERO).await.unwrap();
-    }
-    let mut connection = server.connection().await;
-    let mut pings = Vec::with_capacity(samples);
-    for _ in 0..samples {
         let started = Instant::now();
         let _: String = redis::cmd("PING").query_async(&mut connection).await.unwrap();
         pings.push(started.elapsed());
