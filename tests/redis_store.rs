@@ -225,6 +225,14 @@ async fn a_full_group_refuses_without_the_clock_or_the_records() {
     granted_fence(store.acquire(request(key, 2, token())).await.unwrap());
 }
 
+/// Takes the only slot of group `key` (N=1) under `held`, then has another token refused,
+/// which marks the group full.
+async fn hold_and_mark_full(store: &RedisStore, key: &str, held: LeaseToken) {
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    let refused = store.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+}
+
 #[tokio::test]
 async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
     let (store, server) = standalone().await;
@@ -234,11 +242,7 @@ async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
 
     // A renewal with a shorter lease than the slot had left.
     let (key, held) = ("leader:renewed-shorter", token());
-    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
-    assert!(matches!(
-        store.acquire(request(key, 1, token())).await,
-        Ok(AcquireOutcome::Full { .. })
-    ));
+    hold_and_mark_full(&store, key, held).await;
     assert!(marker_ms(key) > 9_000);
     assert!(matches!(store.renew(key, held, soon).await.unwrap(), RenewOutcome::Renewed { .. }));
     assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
@@ -247,11 +251,7 @@ async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
 
     // A release kept until the minimum lease ends.
     let (key, held) = ("leader:kept", token());
-    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
-    assert!(matches!(
-        store.acquire(request(key, 1, token())).await,
-        Ok(AcquireOutcome::Full { .. })
-    ));
+    hold_and_mark_full(&store, key, held).await;
     assert!(marker_ms(key) > 9_000);
     assert!(matches!(store.release(key, held, soon).await.unwrap(), ReleaseOutcome::Kept { .. }));
     assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));

@@ -16,7 +16,6 @@ const SCRIPT_INTERNAL: &[&str] = &[
     "hmget",
     "hset",
     "hdel",
-    "get",
     "set",
     "del",
     "pttl",
