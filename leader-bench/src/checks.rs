@@ -153,32 +153,64 @@ pub async fn round_trips(server: &Server, store: &RedisStore) -> Vec<(&'static s
     results
 }
 
-/// Uncontended acquire latency with one task, and PING on the same kind of connection.
-pub async fn latency(
-    server: &Server,
-    store: &RedisStore,
-    samples: usize,
-) -> ((Duration, Duration), (Duration, Duration)) {
+/// Uncontended acquire latency with one task, p50 and p99 of each series.
+pub struct Latency {
+    /// `RedisStore::acquire`.
+    pub acquire: (Duration, Duration),
+    /// The same acquire script sent as a bare `EVALSHA` on a plain connection: what the
+    /// script costs without the store's client code.
+    pub raw_script: (Duration, Duration),
+    /// A `PING` round trip.
+    pub ping: (Duration, Duration),
+}
+
+/// One task acquiring (and releasing, untimed) a slot over and over, against a bare
+/// `EVALSHA` of the same script and a `PING`, interleaved one of each per sample so all
+/// three see the same moments of a noisy machine.
+pub async fn latency(server: &Server, store: &RedisStore, samples: usize) -> Latency {
     let key = "bench:latency";
     let mut connection = server.connection().await;
-    let mut acquires = Vec::with_capacity(samples);
-    let mut pings = Vec::with_capacity(samples);
-    // Interleaved, one acquire then one PING, so both see the same moments of a noisy
-    // machine.
+    let script: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(ACQUIRE_LUA)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let (mut acquires, mut raw, mut pings) =
+        (Vec::with_capacity(samples), Vec::with_capacity(samples), Vec::with_capacity(samples));
     for _ in 0..samples {
         let t = token();
         let started = Instant::now();
         store.acquire(request(key, t)).await.unwrap();
         acquires.push(started.elapsed());
         store.release(key, t, Duration::ZERO).await.unwrap();
+
+        let t = token();
+        let started = Instant::now();
+        let _: redis::Value = redis::cmd("EVALSHA")
+            .arg(&script)
+            .arg(2)
+            .arg("{bench:latency}:group")
+            .arg("{bench:latency}:full")
+            .arg(t.to_string())
+            .arg("bench")
+            .arg(10_000)
+            .arg(1)
+            .arg("leader:granted:bench:latency")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        raw.push(started.elapsed());
+        store.release(key, t, Duration::ZERO).await.unwrap();
+
         let started = Instant::now();
         let _: String = redis::cmd("PING").query_async(&mut connection).await.unwrap();
         pings.push(started.elapsed());
     }
-    (
-        (stats::percentile(&mut acquires, 50.0), stats::percentile(&mut acquires, 99.0)),
-        (stats::percentile(&mut pings, 50.0), stats::percentile(&mut pings, 99.0)),
-    )
+    let tails = |series: &mut Vec<Duration>| {
+        (stats::percentile(series, 50.0), stats::percentile(series, 99.0))
+    };
+    Latency { acquire: tails(&mut acquires), raw_script: tails(&mut raw), ping: tails(&mut pings) }
 }
 
 /// A holder process killed with SIGKILL (no release); a waiter in this process takes the
