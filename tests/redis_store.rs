@@ -571,6 +571,20 @@ async fn a_script_error_from_the_server_is_a_clear_error_and_takes_no_slot() {
 }
 
 #[tokio::test]
+async fn a_full_group_still_refuses_on_a_server_out_of_memory() {
+    let (store, server) = standalone().await;
+    let key = "leader:oom-full";
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+    // The refusal cannot write its full marker; it is a refusal all the same.
+    let refused = store.acquire(request(key, 1, token())).await;
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert!(matches!(refused, Ok(AcquireOutcome::Full { .. })), "{refused:?}");
+    assert_eq!(server.cli(&["EXISTS", "{leader:oom-full}:full"]), "0");
+}
+
+#[tokio::test]
 async fn an_exhausted_pool_is_a_timeout_not_a_hang() {
     let server = RedisServer::start();
     let mut config = deadpool_redis::Config::from_url(server.url());

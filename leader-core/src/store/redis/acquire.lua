@@ -52,9 +52,10 @@ if live > 0 and existing and existing ~= max then
 end
 if live >= max then
   -- Mark the group full until just before its nearest expiry, so the attempts that follow
-  -- are refused without the clock or the records.
+  -- are refused without the clock or the records. Only an optimisation: a server out of
+  -- memory refuses the write (pcall), and the refusal stands without it.
   if nearest - 1 > now then
-    redis.call('SET', full_key, ARGV[4], 'PXAT', string.format('%d', nearest - 1))
+    redis.pcall('SET', full_key, ARGV[4], 'PXAT', string.format('%d', nearest - 1))
   end
   return {0, nearest - now}
 end
