@@ -48,24 +48,19 @@ fn token() -> LeaseToken {
     LeaseToken::generate().expect("random")
 }
 
+/// Loads `source` into the server's script cache; its SHA1, for EVALSHA.
+async fn load_script(connection: &mut redis::aio::MultiplexedConnection, source: &str) -> String {
+    redis::cmd("SCRIPT").arg("LOAD").arg(source).query_async(connection).await.unwrap()
+}
+
 /// Calls/s of our acquire and release scripts by EVALSHA from `redis-benchmark -c 50 -P 16`,
 /// and of the same unpipelined. Acquires hit fresh random groups (every one a grant);
 /// releases hit random groups (the cheaper not-held path), so the cycle ceiling derived
 /// from them is, if anything, too high.
 pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let mut connection = server.connection().await;
-    let acquire: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(ACQUIRE_LUA)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    let release: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(RELEASE_LUA)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    let acquire = load_script(&mut connection, ACQUIRE_LUA).await;
+    let release = load_script(&mut connection, RELEASE_LUA).await;
     let acquire_args = [
         "EVALSHA",
         &acquire,
@@ -170,12 +165,7 @@ pub struct Latency {
 pub async fn latency(server: &Server, store: &RedisStore, samples: usize) -> Latency {
     let key = "bench:latency";
     let mut connection = server.connection().await;
-    let script: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(ACQUIRE_LUA)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    let script = load_script(&mut connection, ACQUIRE_LUA).await;
     let (mut acquires, mut raw, mut pings) =
         (Vec::with_capacity(samples), Vec::with_capacity(samples), Vec::with_capacity(samples));
     for _ in 0..samples {
