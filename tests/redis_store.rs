@@ -601,3 +601,52 @@ async fn an_exhausted_pool_is_a_timeout_not_a_hang() {
     assert!(started.elapsed() < 5 * SECOND);
     assert_eq!(slot_records(&server, "leader:starved"), 0);
 }
+
+/// The local deadline never falls after the store's expiry. The server floors its clock to
+/// whole milliseconds, and the client counts the deadline from before it sent the request;
+/// the server runs on this machine's clock, so the two compare at microsecond resolution.
+#[tokio::test]
+async fn a_local_deadline_never_falls_after_the_stores_expiry() {
+    use std::time::SystemTime;
+    let (store, _server) = standalone().await;
+    let mut late = Vec::new();
+    for _ in 0..300 {
+        let held = token();
+        let sent = SystemTime::now();
+        let grant = match store.acquire(request("deadline", 1, held)).await.unwrap() {
+            AcquireOutcome::Granted(grant) => grant,
+            full => panic!("{full:?}"),
+        };
+        if let Ok(after) = (sent + grant.expires_in).duration_since(grant.expires_at) {
+            late.push(("grant", after));
+        }
+        let sent = SystemTime::now();
+        match store.renew("deadline", held, 10 * SECOND).await.unwrap() {
+            RenewOutcome::Renewed { expires_at, expires_in } => {
+                if let Ok(after) = (sent + expires_in).duration_since(expires_at) {
+                    late.push(("renewal", after));
+                }
+            }
+            RenewOutcome::NotHeld => panic!("not held"),
+        }
+        store.release("deadline", held, Duration::ZERO).await.unwrap();
+    }
+    // And as a body sees its lease: the time left, read first, then the wall clock.
+    let elector =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(10 * SECOND))
+            .unwrap();
+    for _ in 0..100 {
+        let seen = elector
+            .run_if_leader("deadline-body", |lease| async move {
+                let remaining = lease.remaining();
+                let believed_until = std::time::SystemTime::now() + remaining;
+                believed_until.duration_since(lease.expires_at()).ok()
+            })
+            .await
+            .unwrap();
+        if let leader::LeaderRunResult::Elected(Some(after)) = seen {
+            late.push(("lease", after));
+        }
+    }
+    assert!(late.is_empty(), "{} deadlines after the store's expiry: {late:?}", late.len());
+}

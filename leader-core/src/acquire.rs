@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use crate::guard::SlotGuard;
+use crate::lease::local_deadline;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, LeaseStore};
 use crate::{Error, telemetry};
 
@@ -15,6 +16,8 @@ use crate::{Error, telemetry};
 /// deadline, whichever comes first, and makes a last attempt at the deadline.
 ///
 /// Returns the grant and the instant its request was sent (the base of the local deadline).
+/// A grant whose reply arrived after its local deadline (a stall, a slow network) is never
+/// returned: it is released and counts as a lost attempt, like a refusal.
 /// `guard` is armed while a request is in flight and left armed once a slot is held.
 pub(crate) async fn acquire_slot(
     store: &dyn LeaseStore,
@@ -30,7 +33,20 @@ pub(crate) async fn acquire_slot(
         guard.set_armed(true);
         let outcome = telemetry::acquire(store, request).await;
         let nearest_expiry = match outcome {
-            Ok(AcquireOutcome::Granted(grant)) => return Ok(Some((grant, sent_at))),
+            Ok(AcquireOutcome::Granted(grant))
+                if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
+            {
+                return Ok(Some((grant, sent_at)));
+            }
+            Ok(AcquireOutcome::Granted(grant)) => {
+                tracing::debug!(
+                    group = request.key,
+                    fence = grant.fence,
+                    "grant arrived after its local deadline; released it"
+                );
+                guard.release().await;
+                Duration::ZERO
+            }
             Ok(AcquireOutcome::Full { nearest_expiry }) => nearest_expiry,
             Err(error) => {
                 // A transient failure may have granted the slot before the reply was lost:

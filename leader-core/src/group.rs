@@ -121,7 +121,10 @@ impl LeaderGroupElector {
     /// - `Err(_)`: the name is invalid or the store failed; never a disguised `Skipped`.
     ///
     /// A panic in the body propagates after the slot is released. Dropping the returned
-    /// future releases the slot in the background.
+    /// future releases the slot in the background; a program shutting down can wait for
+    /// that with [`wait_for_releases`](crate::wait_for_releases). The body never starts
+    /// under a lease whose local deadline has passed: a grant whose reply came too late is
+    /// released and counts as a lost attempt.
     pub async fn run_if_leader<F, Fut, T>(
         &self,
         name: &str,
@@ -149,7 +152,7 @@ impl LeaderGroupElector {
             return Ok(LeaderRunResult::Skipped);
         };
         telemetry::metric::transition(&key, "elected");
-        let lease = Lease::new(group, key, token, settings.holder_id.clone(), grant, sent_at);
+        let lease = Lease::new(group, key, token, settings.holder_id.clone(), grant, sent_at, None);
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
 
         let body = std::pin::pin!(

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::store::{LeaseStore, ReleaseOutcome};
-use crate::{LeaseToken, telemetry};
+use crate::{LeaseToken, background, telemetry};
 
-/// Releases the slot of `token` when dropped while armed, in the background.
+/// Releases the slot of `token` when dropped while armed, in the background (counted, so
+/// [`wait_for_releases`](crate::wait_for_releases) can wait for it).
 ///
 /// It is armed while an acquire is in flight (its reply may be lost) and while the slot is
 /// held, so a dropped future, a panic or a failed acquire never leaves a slot behind.
@@ -32,9 +33,10 @@ impl SlotGuard {
         self.armed = armed;
     }
 
-    /// Releases the slot now and waits for the store. A failure is logged, not returned: the
-    /// body's value matters more, and the slot expires by itself at the end of its lease.
-    pub(crate) async fn release(mut self) -> Option<ReleaseOutcome> {
+    /// Releases the slot now and waits for the store, leaving the guard disarmed. A failure
+    /// is logged, not returned: the body's value matters more, and the slot expires by
+    /// itself at the end of its lease.
+    pub(crate) async fn release(&mut self) -> Option<ReleaseOutcome> {
         self.armed = false;
         release_logged(&*self.store, &self.key, self.token, self.min_lease_time).await
     }
@@ -48,9 +50,9 @@ impl Drop for SlotGuard {
         let (store, key, token, min_lease) =
             (self.store.clone(), self.key.clone(), self.token, self.min_lease_time);
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { release_logged(&*store, &key, token, min_lease).await });
-            }
+            Ok(runtime) => background::spawn_release(&runtime, async move {
+                release_logged(&*store, &key, token, min_lease).await;
+            }),
             Err(_) => tracing::warn!(
                 key = %key,
                 "slot dropped outside a tokio runtime; it expires at the end of its lease"

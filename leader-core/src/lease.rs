@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -43,15 +43,24 @@ impl fmt::Display for LossReason {
 ///
 /// Cheap to clone; clones share the loss signal and the renewed expiry.
 ///
+/// A lease is one term of a slot, and the term's end is decided once, by whoever notices it
+/// first: a refused renewal, the local deadline passing (seen by a renewal, by the deadline
+/// timer, or by a check such as [`is_lost`](Self::is_lost) or [`live_fence`](Self::live_fence)),
+/// or this instance stepping down. Everything else follows that one decision: the loss
+/// signal, [`loss_reason`](Self::loss_reason), and a late renewal reply, which can no
+/// longer extend a lease whose end was decided.
+///
 /// ```
 /// use leader_core::{Lease, LeaderElector, LeaderElectionOptions, LeaderRunResult, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
 /// let elector = LeaderElector::new(MemoryStore::new(), LeaderElectionOptions::new())?;
 /// let result = elector.run_if_leader("nightly-report", |lease| async move {
-///     assert!(!lease.is_lost());
+///     // Gate each action on a check right before it: the fence while the lease is live.
+///     let Some(fence) = lease.live_fence() else { return None };
 ///     // Code that was not handed the lease can still find it:
-///     Lease::current().map(|current| current.fence())
+///     assert_eq!(Lease::current().map(|current| current.fence()), Some(fence));
+///     Some(fence)
 /// }).await?;
 /// assert_eq!(result, LeaderRunResult::Elected(Some(1)));
 /// # Ok(()) }
@@ -61,6 +70,9 @@ pub struct Lease {
     inner: Arc<Inner>,
 }
 
+/// Called once, with the reason, when the end of a lease is decided.
+pub(crate) type LossHook = Box<dyn Fn(LossReason) + Send + Sync>;
+
 struct Inner {
     name: Arc<str>,
     key: Arc<str>,
@@ -68,11 +80,11 @@ struct Inner {
     fence: u64,
     holder: Arc<str>,
     acquired_at: SystemTime,
-    expiry: Mutex<Expiry>,
+    term: Mutex<Term>,
     lost: CancellationToken,
-    loss_reason: OnceLock<LossReason>,
     /// Whether the `leader_held_slots` gauge still counts this lease.
     held: AtomicBool,
+    on_loss: Option<LossHook>,
 }
 
 impl Inner {
@@ -90,19 +102,30 @@ impl Drop for Inner {
     }
 }
 
+/// The term's state: every change of it is made under one lock, so the end is decided once.
 #[derive(Clone, Copy)]
-struct Expiry {
-    /// On the store's clock.
-    at: SystemTime,
-    /// On the local clock, measured from before the request that set it, so it never falls
-    /// after the store's expiry.
+struct Term {
+    /// The store's expiry, on the store's clock.
+    expires_at: SystemTime,
+    /// On the local clock, counted from when the request that set it was sent, so it never
+    /// falls after the store's expiry.
     deadline: Instant,
     /// When the request of the last successful grant or renewal was sent, on the local clock.
     confirmed_at: Instant,
+    /// Why the term ended, once that is decided.
+    ended: Option<LossReason>,
+}
+
+/// The local deadline of a slot that lives `expires_in` from the store's answer to a
+/// request sent at `sent_at`: the store acted after the send, so the slot lives at least
+/// until then.
+pub(crate) fn local_deadline(sent_at: Instant, expires_in: Duration) -> Instant {
+    sent_at + expires_in
 }
 
 impl Lease {
-    /// A lease for `grant`, whose request was sent at `sent_at`.
+    /// A lease for `grant`, whose request was sent at `sent_at`; `on_loss` is called once
+    /// when its end is decided.
     pub(crate) fn new(
         name: Arc<str>,
         key: Arc<str>,
@@ -110,6 +133,7 @@ impl Lease {
         holder: Arc<str>,
         grant: Grant,
         sent_at: Instant,
+        on_loss: Option<LossHook>,
     ) -> Self {
         telemetry::metric::held_slots(&key, 1.0);
         Lease {
@@ -120,14 +144,15 @@ impl Lease {
                 fence: grant.fence,
                 holder,
                 acquired_at: grant.acquired_at,
-                expiry: Mutex::new(Expiry {
-                    at: grant.expires_at,
-                    deadline: sent_at + grant.expires_in,
+                term: Mutex::new(Term {
+                    expires_at: grant.expires_at,
+                    deadline: local_deadline(sent_at, grant.expires_in),
                     confirmed_at: sent_at,
+                    ended: None,
                 }),
                 lost: CancellationToken::new(),
-                loss_reason: OnceLock::new(),
                 held: AtomicBool::new(true),
+                on_loss,
             }),
         }
     }
@@ -158,9 +183,17 @@ impl Lease {
     }
 
     /// The fencing token: strictly greater than that of every earlier grant of the group.
-    /// Pass it to downstream stores so they can reject writes from a stale leader.
+    /// Pass it to downstream stores so they can reject writes from a stale leader. To act
+    /// on it, take it from [`live_fence`](Self::live_fence), which checks the lease first.
     pub fn fence(&self) -> u64 {
         self.inner.fence
+    }
+
+    /// The fencing token while the lease is live, checked here and now; `None` once it is
+    /// lost. The one check to make right before each action:
+    /// `if let Some(fence) = lease.live_fence() { write(fence) }`.
+    pub fn live_fence(&self) -> Option<u64> {
+        (!self.is_lost()).then_some(self.inner.fence)
     }
 
     /// The candidate id that holds the slot.
@@ -175,62 +208,103 @@ impl Lease {
 
     /// When the slot expires unless renewed again, on the store's clock.
     pub fn expires_at(&self) -> SystemTime {
-        self.expiry().at
+        self.term().expires_at
     }
 
-    /// Time left before the local deadline, which never falls after the store's expiry.
+    /// Time left before the local deadline, which never falls after the store's expiry;
+    /// zero once the lease is lost.
     pub fn remaining(&self) -> Duration {
-        self.expiry().deadline.saturating_duration_since(Instant::now())
+        let term = self.term();
+        match term.ended {
+            Some(_) => Duration::ZERO,
+            None => term.deadline.saturating_duration_since(Instant::now()),
+        }
     }
 
-    /// Whether the slot is no longer held: the loss signal has fired, or the local deadline
-    /// has passed. The deadline is checked here and now, so a process that was paused past
-    /// its lease (a stop signal, a long stall) sees the loss on its first check after
-    /// waking, even before the task that fires the signal has run; check right before
-    /// acting on leadership.
+    /// Whether the slot is no longer held: its end was decided (the loss signal has fired),
+    /// or the local deadline has passed, which this call then decides. The deadline is
+    /// checked here and now, so a process that was paused past its lease (a stop signal, a
+    /// long stall) sees the loss on its first check after waking, before the task that
+    /// renews has run; check right before acting on leadership.
     pub fn is_lost(&self) -> bool {
-        if self.inner.lost.is_cancelled() {
-            return true;
-        }
-        if Instant::now() < self.deadline() {
-            return false;
-        }
-        if self.inner.held.load(Ordering::Acquire) {
-            self.mark_lost(LossReason::Expired);
-        }
+        let decided = {
+            let mut term = self.lock_term();
+            if term.ended.is_some() {
+                return true;
+            }
+            if Instant::now() < term.deadline {
+                return false;
+            }
+            term.ended = Some(LossReason::Expired);
+            LossReason::Expired
+        };
+        self.after_loss(decided);
         true
     }
 
-    /// Why the lease was lost, once it has been.
+    /// Why the lease was lost, once that is decided.
     pub fn loss_reason(&self) -> Option<LossReason> {
-        self.inner.loss_reason.get().copied()
+        self.term().ended
     }
 
     /// Resolves when the slot is no longer held: a renewal was refused, or the local deadline
     /// passed. Race your work against it to stop in time.
+    ///
+    /// The signal is fired by whoever decides the loss; after a pause of the whole process
+    /// the deadline may have passed before anything has run to fire it, so check
+    /// [`live_fence`](Self::live_fence) or [`is_lost`](Self::is_lost) right before each action
+    /// too.
     pub async fn lost(&self) {
         self.inner.lost.cancelled().await
     }
 
     /// A token cancelled with the loss signal, for APIs that take a `CancellationToken`.
-    /// Cancelling it yourself does not affect the lease.
+    /// Cancelling it yourself does not affect the lease. Like [`lost`](Self::lost), it can be
+    /// late after a pause of the process: gate each action on a check.
     pub fn loss_token(&self) -> CancellationToken {
         self.inner.lost.child_token()
     }
 
     /// Time since the store last confirmed the slot (granted or renewed it).
     pub fn since_confirmed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.expiry().confirmed_at)
+        Instant::now().saturating_duration_since(self.term().confirmed_at)
     }
 
     pub(crate) fn deadline(&self) -> Instant {
-        self.expiry().deadline
+        self.term().deadline
     }
 
-    /// Records a successful renewal whose request was sent at `sent_at`.
-    pub(crate) fn renewed(&self, expires_at: SystemTime, expires_in: Duration, sent_at: Instant) {
-        let mut expiry = self.inner.expiry.lock().unwrap_or_else(|p| p.into_inner());
-        *expiry = Expiry { at: expires_at, deadline: sent_at + expires_in, confirmed_at: sent_at };
+    /// Whether the end is decided or the deadline has passed, without deciding anything.
+    pub(crate) fn is_over(&self) -> bool {
+        let term = self.term();
+        term.ended.is_some() || Instant::now() >= term.deadline
+    }
+
+    /// Records a successful renewal whose request was sent at `sent_at`, unless the end of
+    /// the lease was decided first or its deadline passed before the reply arrived (that
+    /// decides it): then the reason, and the lease stays lost.
+    pub(crate) fn renewed(
+        &self,
+        expires_at: SystemTime,
+        expires_in: Duration,
+        sent_at: Instant,
+    ) -> Result<(), LossReason> {
+        let decided = {
+            let mut term = self.lock_term();
+            if let Some(reason) = term.ended {
+                return Err(reason);
+            }
+            if Instant::now() < term.deadline {
+                term.expires_at = expires_at;
+                term.deadline = local_deadline(sent_at, expires_in);
+                term.confirmed_at = sent_at;
+                return Ok(());
+            }
+            term.ended = Some(LossReason::Expired);
+            LossReason::Expired
+        };
+        self.after_loss(decided);
+        Err(decided)
     }
 
     /// Records that the slot was released: the lease no longer counts as held.
@@ -238,25 +312,46 @@ impl Lease {
         self.inner.end_hold();
     }
 
-    /// Fires the loss signal; the first reason given is kept.
-    pub(crate) fn mark_lost(&self, reason: LossReason) {
-        self.inner.end_hold();
-        if self.inner.loss_reason.set(reason).is_ok() {
-            let transition = if reason == LossReason::SteppedDown { "resigned" } else { "lost" };
-            telemetry::metric::transition(&self.inner.key, transition);
-            tracing::warn!(
-                group = %self.inner.name,
-                holder = %self.inner.holder,
-                fence = self.inner.fence,
-                %reason,
-                "lease lost"
-            );
+    /// Decides the end of the lease for `reason`, unless it was decided before; returns the
+    /// reason that stands (the first one).
+    pub(crate) fn end(&self, reason: LossReason) -> LossReason {
+        {
+            let mut term = self.lock_term();
+            if let Some(decided) = term.ended {
+                return decided;
+            }
+            term.ended = Some(reason);
         }
-        self.inner.lost.cancel();
+        self.after_loss(reason);
+        reason
     }
 
-    fn expiry(&self) -> Expiry {
-        *self.inner.expiry.lock().unwrap_or_else(|p| p.into_inner())
+    /// Everything that follows the decision, once: the gauge, the log, the loss signal and
+    /// the hook.
+    fn after_loss(&self, reason: LossReason) {
+        let inner = &*self.inner;
+        inner.end_hold();
+        let transition = if reason == LossReason::SteppedDown { "resigned" } else { "lost" };
+        telemetry::metric::transition(&inner.key, transition);
+        tracing::warn!(
+            group = %inner.name,
+            holder = %inner.holder,
+            fence = inner.fence,
+            %reason,
+            "lease lost"
+        );
+        inner.lost.cancel();
+        if let Some(on_loss) = &inner.on_loss {
+            on_loss(reason);
+        }
+    }
+
+    fn lock_term(&self) -> std::sync::MutexGuard<'_, Term> {
+        self.inner.term.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn term(&self) -> Term {
+        *self.lock_term()
     }
 }
 
@@ -269,7 +364,7 @@ impl fmt::Debug for Lease {
             .field("fence", &self.inner.fence)
             .field("holder", &self.inner.holder)
             .field("remaining", &self.remaining())
-            .field("lost", &self.is_lost())
+            .field("lost", &self.is_over())
             .finish()
     }
 }

@@ -18,6 +18,7 @@ pub mod __private {
 }
 
 mod acquire;
+mod background;
 mod channel;
 mod default_store;
 mod duration;
@@ -40,6 +41,7 @@ pub mod store;
 mod telemetry;
 mod token;
 
+pub use background::wait_for_releases;
 pub use channel::{
     Delivery, DropCounts, DropReason, FullMode, LeaderChannel, LeaderChannelOptions,
     LeaderChannelReader, LeaderChannelWriter,

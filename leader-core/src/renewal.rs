@@ -12,12 +12,13 @@ use crate::telemetry;
 
 /// Watches `lease` until it is lost, renewing it every `extend_every` if that is set.
 ///
-/// - Without auto-extension, the loss signal fires at the local deadline.
-/// - A refused renewal fires it at once ([`LossReason::Refused`]).
+/// - Without auto-extension, the loss is decided at the local deadline.
+/// - A refused renewal decides it at once ([`LossReason::Refused`]).
 /// - A failed renewal is retried at the cadence or at half the remaining lease, whichever is
 ///   sooner, until one succeeds or the local deadline passes ([`LossReason::Expired`]).
 ///
-/// Returns once the signal has fired; the elector aborts it when the body ends first.
+/// Returns once the loss is decided, here or elsewhere; the elector aborts it when the body
+/// ends first.
 pub(crate) async fn supervise(
     store: Arc<dyn LeaseStore>,
     lease: Lease,
@@ -26,20 +27,27 @@ pub(crate) async fn supervise(
 ) {
     match extend_every {
         None => {
-            sleep_until(lease.deadline()).await;
-            lease.mark_lost(LossReason::Expired);
+            tokio::select! {
+                () = sleep_until(lease.deadline()) => { lease.end(LossReason::Expired); }
+                () = lease.lost() => {}
+            }
         }
         Some(every) => {
             let mut outage = OutageLog::default();
-            let reason = keep_renewing(&*store, &lease, lease_time, every, &mut outage).await;
-            lease.mark_lost(reason);
+            keep_renewing(&*store, &lease, lease_time, every, &mut outage).await;
         }
     }
 }
 
-/// Renews `lease` every `every` until a renewal is refused or the local deadline passes, and
-/// says which. Failed renewals are retried as [`supervise`] describes, and logged once per
-/// outage.
+/// Renews `lease` until its end is decided, and returns the reason that stands.
+///
+/// The end may be decided here (a refused renewal, the deadline passing, a reply that
+/// arrives after it) or anywhere else (a check such as `is_lost()` that found the deadline
+/// passed, a step-down): the loop wakes on the loss signal, so it never renews a lease whose
+/// end was decided. Renewals are due when `lease_time - every` remains before the local
+/// deadline (two thirds of the lease by default) and never later than half the time left,
+/// so the schedule follows the deadline, not when a reply happened to arrive. Failed
+/// renewals are retried as [`supervise`] describes, and logged once per outage.
 pub(crate) async fn keep_renewing(
     store: &dyn LeaseStore,
     lease: &Lease,
@@ -47,12 +55,16 @@ pub(crate) async fn keep_renewing(
     every: Duration,
     outage: &mut OutageLog,
 ) -> LossReason {
-    let mut next = Instant::now() + every;
+    let mut next = renewal_due(lease.deadline(), lease_time, every);
     loop {
         let deadline = lease.deadline();
-        sleep_until(next.min(deadline)).await;
-        if Instant::now() >= deadline {
-            return LossReason::Expired;
+        tokio::select! {
+            biased;
+            () = lease.lost() => return lease.end(LossReason::Expired),
+            () = sleep_until(next.min(deadline)) => {}
+        }
+        if lease.is_lost() {
+            return lease.end(LossReason::Expired);
         }
         let sent_at = Instant::now();
         let renewal = timeout_at(
@@ -66,20 +78,60 @@ pub(crate) async fn keep_renewing(
                 lease_time,
             ),
         );
-        match renewal.await {
+        let outcome = tokio::select! {
+            biased;
+            () = lease.lost() => return lease.end(LossReason::Expired),
+            outcome = renewal => outcome,
+        };
+        match outcome {
             Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
                 outage.succeeded(lease.name());
-                lease.renewed(expires_at, expires_in, sent_at);
+                if let Err(reason) = lease.renewed(expires_at, expires_in, sent_at) {
+                    return reason;
+                }
                 tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
-                next = sent_at + every;
+                next = renewal_due(lease.deadline(), lease_time, every);
             }
-            Ok(Ok(RenewOutcome::NotHeld)) => return LossReason::Refused,
+            Ok(Ok(RenewOutcome::NotHeld)) => return lease.end(LossReason::Refused),
             Ok(Err(error)) => {
                 outage.failed(lease.name(), "lease renewal", &error);
                 let retry_in = every.min(lease.remaining() / 2).max(Duration::from_millis(1));
                 next = Instant::now() + retry_in;
             }
-            Err(_timed_out) => return LossReason::Expired,
+            Err(_timed_out) => return lease.end(LossReason::Expired),
         }
+    }
+}
+
+/// When the next renewal of a lease with local `deadline` is due: when `lease_time - every`
+/// remains, and no later than half the time left now.
+pub(crate) fn renewal_due(deadline: Instant, lease_time: Duration, every: Duration) -> Instant {
+    let now = Instant::now();
+    let at_cadence = deadline.checked_sub(lease_time.saturating_sub(every)).unwrap_or(now);
+    let at_half = now + deadline.saturating_duration_since(now) / 2;
+    at_cadence.min(at_half)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test(start_paused = true)]
+    async fn renewal_is_due_when_two_thirds_remain_or_at_half_the_time_left() {
+        let now = Instant::now();
+        let (lease, every) = (12 * SECOND, 4 * SECOND);
+        // A whole lease left: due when 8 s remain.
+        assert_eq!(renewal_due(now + lease, lease, every), now + 4 * SECOND);
+        // 9 s left: due when 8 s remain, 1 s from now (half the time left is later).
+        assert_eq!(renewal_due(now + 9 * SECOND, lease, every), now + SECOND);
+        // 3 s left (a slow grant): at once.
+        assert_eq!(renewal_due(now + 3 * SECOND, lease, every), now);
+        // A renew interval of half the lease: half the time left is the cap.
+        assert_eq!(renewal_due(now + 10 * SECOND, lease, 6 * SECOND), now + 4 * SECOND);
+        assert_eq!(renewal_due(now + 12 * SECOND, lease, 6 * SECOND), now + 6 * SECOND);
+        // The deadline passed: at once.
+        assert_eq!(renewal_due(now, lease, every), now);
     }
 }

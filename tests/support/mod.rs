@@ -34,6 +34,10 @@ struct Faults {
     blocking_renewal_ms: AtomicUsize,
     unreachable: std::sync::atomic::AtomicBool,
     renewed_at: std::sync::Mutex<Vec<tokio::time::Instant>>,
+    late_acquire_replies: std::sync::Mutex<Vec<Duration>>,
+    late_renewal_replies: std::sync::Mutex<Vec<Duration>>,
+    late_release_replies: std::sync::Mutex<Vec<Duration>>,
+    renewal_started: tokio::sync::Notify,
 }
 
 /// A `MemoryStore` that counts calls and fails on request. Several `FaultyStore`s can wrap
@@ -81,6 +85,29 @@ impl FaultyStore {
         self.faults.blocking_renewal_ms.store(duration.as_millis() as usize, SeqCst);
     }
 
+    /// The next acquire reaches the store, which acts at once, but its reply arrives `late`
+    /// later (a slow network on the way back). Calls queue: each takes the next delay.
+    pub fn delay_acquire_reply(&self, late: Duration) {
+        self.faults.late_acquire_replies.lock().unwrap().push(late);
+    }
+
+    /// The next renewal reaches the store, which acts at once, but its reply arrives `late`
+    /// later.
+    pub fn delay_renewal_reply(&self, late: Duration) {
+        self.faults.late_renewal_replies.lock().unwrap().push(late);
+    }
+
+    /// The next release reaches the store, which acts at once, but its reply arrives `late`
+    /// later.
+    pub fn delay_release_reply(&self, late: Duration) {
+        self.faults.late_release_replies.lock().unwrap().push(late);
+    }
+
+    /// Resolves once a renewal has reached the store (its reply may still be on the way).
+    pub async fn renewal_started(&self) {
+        self.faults.renewal_started.notified().await
+    }
+
     /// When each renewal was attempted.
     pub fn renewal_times(&self) -> Vec<tokio::time::Instant> {
         self.faults.renewed_at.lock().unwrap().clone()
@@ -98,8 +125,23 @@ impl FaultyStore {
         self.counts.renew.load(SeqCst)
     }
 
+    pub fn releases(&self) -> usize {
+        self.counts.release.load(SeqCst)
+    }
+
     pub fn watches(&self) -> usize {
         self.counts.watch.load(SeqCst)
+    }
+}
+
+/// Sleeps the first queued delay, if any.
+async fn reply_late(delays: &std::sync::Mutex<Vec<Duration>>) {
+    let late = {
+        let mut delays = delays.lock().unwrap();
+        if delays.is_empty() { None } else { Some(delays.remove(0)) }
+    };
+    if let Some(late) = late {
+        tokio::time::sleep(late).await;
     }
 }
 
@@ -128,6 +170,7 @@ impl LeaseStore for FaultyStore {
         if take_one(&self.faults.lost_acquire_replies) {
             return Err(unavailable("acquire"));
         }
+        reply_late(&self.faults.late_acquire_replies).await;
         Ok(outcome)
     }
 
@@ -147,7 +190,10 @@ impl LeaseStore for FaultyStore {
         if take_one(&self.faults.failing_renewals) {
             return Err(unavailable("renew"));
         }
-        self.inner.renew(key, token, lease).await
+        let outcome = self.inner.renew(key, token, lease).await;
+        self.faults.renewal_started.notify_one();
+        reply_late(&self.faults.late_renewal_replies).await;
+        outcome
     }
 
     async fn release(
@@ -158,7 +204,9 @@ impl LeaseStore for FaultyStore {
     ) -> Result<ReleaseOutcome, Error> {
         self.counts.release.fetch_add(1, SeqCst);
         self.reachable("release")?;
-        self.inner.release(key, token, min).await
+        let outcome = self.inner.release(key, token, min).await;
+        reply_late(&self.faults.late_release_replies).await;
+        outcome
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {

@@ -16,7 +16,7 @@ pub use options::{LeadershipOptions, LeadershipSettings, WhenUncoordinated};
 pub use registry::{LeadershipRegistry, Roles};
 pub use status::{LeadershipDescription, LeadershipHealth, LeadershipStatus};
 
-use crate::{Error, Lease, LeaseStore};
+use crate::{Error, Lease, LeaseStore, telemetry};
 
 /// Leadership of one role, kept by a background task: candidates try to take a slot of the
 /// role's group, the holder renews it every `renew_interval`, and a refused renewal or a
@@ -60,6 +60,29 @@ struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     shutdown: CancellationToken,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    /// The lease of the term the loop holds, live or not.
+    fn held_lease(&self) -> Option<Lease> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reports that term `term` ended, if the status still shows it: called once, by whoever
+    /// decided the end, so the watch, `is_leader()` and the metrics agree at once.
+    fn term_ended(&self, term: u64) {
+        let changed = self.status.send_if_modified(|status| {
+            let current = status.is_leader && status.term == term;
+            if current {
+                status.is_leader = false;
+                status.fence = None;
+            }
+            current
+        });
+        if changed {
+            telemetry::metric::is_leader(&self.settings.role, false);
+        }
+    }
 }
 
 /// Requests to the loop, answered once carried out.
@@ -130,10 +153,11 @@ impl Leadership {
 
     /// Whether this instance leads now: it won a term and the term's local deadline has not
     /// passed. Checked here and now, so a process paused past its lease answers `false` on
-    /// its first check after waking, even before the background loop has noticed; check
-    /// right before acting on leadership, and pass [`fence`](Self::fence) downstream.
+    /// its first check after waking, even before the background loop has run (the check
+    /// decides the loss, and the loop then steps down, releases and stands again). Prefer
+    /// [`fence`](Self::fence), which makes the same check and gives the fence to act with.
     pub fn is_leader(&self) -> bool {
-        self.shared.status.borrow().is_leader && self.lease().is_some_and(|lease| !lease.is_lost())
+        self.lease().is_some()
     }
 
     /// Whether the store coordinates; over a `DisabledStore` the role follows
@@ -147,9 +171,23 @@ impl Leadership {
         self.shared.status.borrow().term
     }
 
-    /// The store's fencing token of the current term, while leading.
+    /// The store's fencing token of the current term while this instance leads, checked
+    /// here and now like [`is_leader`](Self::is_leader); `None` otherwise. This is the gate
+    /// for leader-only actions: check it right before each one and pass the fence downstream.
+    ///
+    /// ```
+    /// # use leader_core::{Leadership, LeadershipOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// # let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await?;
+    /// # leadership.wait_for_leadership().await;
+    /// # async fn fire_job(_fence: u64) {}
+    /// if let Some(fence) = leadership.fence() {
+    ///     fire_job(fence).await; // the downstream store rejects a fence lower than it has seen
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn fence(&self) -> Option<u64> {
-        self.shared.status.borrow().fence
+        self.lease().map(|lease| lease.fence())
     }
 
     /// The current status.
@@ -158,16 +196,18 @@ impl Leadership {
     }
 
     /// A token cancelled when the current term ends; already cancelled when not leading.
+    ///
+    /// Use it to stop long work when the term ends, not as the gate of each action: the
+    /// token is cancelled when the end is decided, and after a pause of the whole process
+    /// (a stop signal, a long stall) your own timers may run before anything has noticed
+    /// that the deadline passed. Check [`fence`](Self::fence) right before each action.
     pub fn leadership_token(&self) -> CancellationToken {
-        match &*self.shared.current.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(lease) => lease.loss_token(),
-            None => cancelled(),
-        }
+        self.lease().map_or_else(cancelled, |lease| lease.loss_token())
     }
 
-    /// The current term's lease, while leading.
+    /// The current term's lease, while leading (its deadline checked here and now).
     pub fn lease(&self) -> Option<Lease> {
-        self.shared.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared.held_lease().filter(|lease| !lease.is_lost())
     }
 
     /// Waits until this instance leads, and returns the term's token (see
@@ -177,11 +217,8 @@ impl Leadership {
         let mut changes = self.shared.status.subscribe();
         loop {
             let status = *changes.borrow_and_update();
-            if status.is_leader {
-                let token = self.leadership_token();
-                if !token.is_cancelled() {
-                    return token;
-                }
+            if let Some(lease) = self.lease() {
+                return lease.loss_token();
             }
             if status.stopped || changes.changed().await.is_err() {
                 return cancelled();
@@ -215,14 +252,16 @@ impl Leadership {
         }
     }
 
-    /// Healthy unless this instance believes it leads while its last successful renewal is
-    /// older than the lease (a wedged leader). Touches nothing.
+    /// Healthy unless the background loop still holds a term whose last successful renewal
+    /// is older than the lease: a wedged loop, which neither renews nor steps down. Touches
+    /// nothing.
     pub fn health(&self) -> LeadershipHealth {
         let lease = self.shared.settings.lease;
-        // The loop's belief, not `is_leader()`'s deadline check: a wedged loop still believes.
+        // The loop's own hold, not `is_leader()`'s deadline check: a loop that works steps
+        // down as soon as a term ends, however the end was decided; a wedged one does not.
         // Uncoordinated leadership renews nothing, so it cannot be wedged.
-        let status = self.status();
-        match self.lease().filter(|_| status.is_leader && status.coordinated) {
+        let coordinated = self.status().coordinated;
+        match self.shared.held_lease().filter(|_| coordinated) {
             Some(current) if current.since_confirmed() > lease => {
                 LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease }
             }

@@ -9,9 +9,9 @@ use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
-use super::{Command, LeadershipSettings, Shared, WhenUncoordinated};
+use super::{Command, Shared, WhenUncoordinated};
 use crate::duration::MAX_DURATION;
-use crate::lease::{Lease, LossReason};
+use crate::lease::{Lease, LossHook, LossReason, local_deadline};
 use crate::outage::OutageLog;
 use crate::renewal::keep_renewing;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
@@ -75,41 +75,53 @@ struct LoopState {
 }
 
 /// One candidacy and, if won, one term.
+///
+/// The term's end is decided once, on its lease, by whoever notices first: the renewals
+/// here (refused, or the deadline passed), a check in the application (`is_leader()`,
+/// `fence()`), or a resignation or stop. The loop wakes on that decision wherever it was
+/// made, then steps down, releases the slot (unless a refused renewal showed it is gone)
+/// and stands again.
 async fn one_term(
     shared: &Arc<Shared>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     state: &mut LoopState,
 ) -> Next {
-    let (lease, token) = match stand(shared, commands, state).await {
+    let (grant, sent_at, token) = match stand(shared, commands, state).await {
         Ok(won) => won,
         Err(next) => return next,
     };
     let settings = &shared.settings;
-    state.term += 1;
-    *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease.clone());
-    shared.status.send_modify(|status| {
-        status.is_leader = true;
-        status.term = state.term;
-        status.fence = Some(lease.fence());
-    });
+    let term = state.term + 1;
+    let lease = term_lease(shared, term, token, grant, sent_at);
+    if !begin_term(shared, &lease, term) {
+        // The deadline passed between the grant's check and now (a stall): never published.
+        step_down(shared, LossReason::Expired);
+        release(shared, token, Some(settings.lease)).await;
+        return Next::Stand;
+    }
+    state.term = term;
     telemetry::metric::transition(&settings.key, "elected");
-    telemetry::metric::is_leader(&settings.role, true);
-    tracing::info!(role = %settings.role, holder = %settings.holder_id, term = state.term, fence = lease.fence(), "elected");
+    tracing::info!(role = %settings.role, holder = %settings.holder_id, term, fence = lease.fence(), "elected");
 
     let ended = tokio::select! {
         reason = keep_renewing(&*shared.store, &lease, settings.lease, settings.renew_interval, &mut state.outage) => {
-            tracing::warn!(role = %settings.role, term = state.term, %reason, "lost leadership");
+            tracing::warn!(role = %settings.role, term, %reason, "lost leadership");
             step_down(shared, reason);
+            if reason != LossReason::Refused {
+                // A renewal cut off by the deadline may still have extended the slot: give
+                // it back, so the role does not wait a lease for a slot held by nobody.
+                release(shared, token, Some(settings.lease)).await;
+            }
             return Next::Stand;
         }
         () = shared.shutdown.cancelled() => None,
         command = commands.recv() => command,
     };
     step_down(shared, LossReason::SteppedDown);
-    release(shared, token).await;
+    release(shared, token, None).await;
     match ended {
         Some(Command::Resign(done)) => {
-            tracing::info!(role = %settings.role, term = state.term, "resigned");
+            tracing::info!(role = %settings.role, term, "resigned");
             let _ = done.send(());
             Next::StandAfter(settings.retry_interval)
         }
@@ -117,12 +129,34 @@ async fn one_term(
     }
 }
 
-/// Stands as candidate until a slot is won (`Ok`), or says what to do instead (`Err`).
+/// Makes `lease` the current term and publishes it, unless its end was decided or its
+/// deadline passed first: then nothing is published and it returns false.
+fn begin_term(shared: &Shared, lease: &Lease, term: u64) -> bool {
+    *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease.clone());
+    // Checked inside the watch's update: the lease's loss hook updates the watch too, so
+    // either it runs first and this sees the end, or it runs after and undoes this.
+    let published = shared.status.send_if_modified(|status| {
+        if lease.is_over() {
+            return false;
+        }
+        status.is_leader = true;
+        status.term = term;
+        status.fence = Some(lease.fence());
+        true
+    });
+    if published {
+        telemetry::metric::is_leader(&shared.settings.role, true);
+    }
+    published
+}
+
+/// Stands as candidate until a slot is won with time left on it (`Ok`: the grant, when its
+/// request was sent, and its token), or says what to do instead (`Err`).
 async fn stand(
     shared: &Arc<Shared>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     state: &mut LoopState,
-) -> Result<(Lease, LeaseToken), Next> {
+) -> Result<(Grant, Instant, LeaseToken), Next> {
     let settings = &shared.settings;
     // One token for the whole candidacy: a retry after a lost reply gets the same grant.
     let token = match LeaseToken::generate() {
@@ -150,10 +184,19 @@ async fn stand(
         };
         let sent_at = Instant::now();
         let wait = match telemetry::acquire(&*shared.store, request).await {
-            Ok(AcquireOutcome::Granted(grant)) => {
+            Ok(AcquireOutcome::Granted(grant))
+                if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
+            {
                 succeeded(shared, state);
-                let lease = term_lease(settings, token, grant, sent_at);
-                return Ok((lease, token));
+                return Ok((grant, sent_at, token));
+            }
+            Ok(AcquireOutcome::Granted(grant)) => {
+                // Never hand over a term that is already over: give the slot back and count
+                // this as a lost attempt.
+                succeeded(shared, state);
+                tracing::warn!(role = %settings.role, fence = grant.fence, "grant arrived after its local deadline; released it");
+                release(shared, token, Some(settings.lease)).await;
+                return Err(Next::StandAfter(settings.retry_delay()));
             }
             Ok(AcquireOutcome::Full { nearest_expiry }) => {
                 succeeded(shared, state);
@@ -247,22 +290,26 @@ async fn pause_unless_stopped(
     }
 }
 
-/// Ends the current term, if any: cancels its token and reports the change.
+/// Ends the current term, if any, for `reason` (unless its end was decided already): the
+/// loop no longer holds it, and the lease's loss hook reports the change.
 fn step_down(shared: &Shared, reason: LossReason) {
-    if let Some(lease) = shared.current.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        lease.mark_lost(reason);
+    let current = shared.current.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(lease) = current {
+        lease.end(reason);
     }
-    shared.status.send_modify(|status| {
-        status.is_leader = false;
-        status.fence = None;
-    });
-    telemetry::metric::is_leader(&shared.settings.role, false);
 }
 
-async fn release(shared: &Shared, token: LeaseToken) {
-    if let Err(error) =
-        telemetry::release(&*shared.store, &shared.settings.key, token, Duration::ZERO).await
-    {
+/// Releases the slot of `token`, best effort: a failure is logged, and the slot expires at
+/// the end of its lease. With a `bound`, gives up after that long.
+async fn release(shared: &Shared, token: LeaseToken, bound: Option<Duration>) {
+    let release = telemetry::release(&*shared.store, &shared.settings.key, token, Duration::ZERO);
+    let result = match bound {
+        Some(bound) => tokio::time::timeout(bound, release).await.unwrap_or_else(|_| {
+            Err(Error::Timeout { store: shared.store.kind(), operation: "release", after: bound })
+        }),
+        None => release.await,
+    };
+    if let Err(error) = result {
         tracing::warn!(role = %shared.settings.role, %error, "release failed; the slot expires at the end of its lease");
     }
 }
@@ -294,13 +341,8 @@ async fn uncoordinated(
                 expires_in: MAX_DURATION,
             };
             let token = LeaseToken::from_u128(0);
-            let lease = term_lease(settings, token, grant, Instant::now());
-            *shared.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(lease);
-            shared.status.send_modify(|status| {
-                status.is_leader = true;
-                status.term = state.term;
-                status.fence = Some(0);
-            });
+            let lease = term_lease(shared, state.term, token, grant, Instant::now());
+            begin_term(shared, &lease, state.term);
         }
         let command = tokio::select! {
             () = shared.shutdown.cancelled() => None,
@@ -319,15 +361,24 @@ async fn uncoordinated(
     }
 }
 
-/// The lease of a term of this role, for `grant` requested at `sent_at`.
+/// The lease of term `term` of this role, for `grant` requested at `sent_at`. Whoever
+/// decides its end reports it on the status watch at once.
 fn term_lease(
-    settings: &LeadershipSettings,
+    shared: &Arc<Shared>,
+    term: u64,
     token: LeaseToken,
     grant: Grant,
     sent_at: Instant,
 ) -> Lease {
+    let settings = &shared.settings;
     let (role, key) = (Arc::from(settings.role.as_str()), Arc::from(settings.key.as_str()));
-    Lease::new(role, key, token, settings.holder_id.clone(), grant, sent_at)
+    let watcher = Arc::downgrade(shared);
+    let on_loss: LossHook = Box::new(move |_reason| {
+        if let Some(shared) = watcher.upgrade() {
+            shared.term_ended(term);
+        }
+    });
+    Lease::new(role, key, token, settings.holder_id.clone(), grant, sent_at, Some(on_loss))
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -50,7 +50,11 @@ pub struct Grant {
     pub acquired_at: SystemTime,
     /// When the slot expires unless renewed, on the store's clock.
     pub expires_at: SystemTime,
-    /// How long the slot lives from the moment the store answered.
+    /// How long the slot lives at least, from the moment the store acted: never more than
+    /// its true time to live, so a client that adds it to when its request was sent gets a
+    /// local deadline that never falls after the store's expiry. A store whose clock is
+    /// coarser than the truth rounds down (the Redis store counts off the millisecond its
+    /// clock was floored to).
     pub expires_in: Duration,
 }
 
@@ -74,7 +78,8 @@ pub enum RenewOutcome {
     Renewed {
         /// When the slot now expires, on the store's clock.
         expires_at: SystemTime,
-        /// The slot's new time to live, from the store's answer.
+        /// The slot's new time to live, at least, from the moment the store acted (rounded
+        /// down, as [`Grant::expires_in`]).
         expires_in: Duration,
     },
     /// The token holds no live slot: it expired or was released. Nothing was changed.
@@ -126,6 +131,8 @@ pub struct SlotInfo {
 /// - fences strictly increase over every grant of a key;
 /// - renew and release act only on a live slot held under the given token; neither revives
 ///   an expired slot;
+/// - a grant's or renewal's `expires_in` never exceeds the slot's true time to live when the
+///   store acted (round down);
 /// - release keeps the slot until `acquired_at + min_lease_time` when that is still ahead,
 ///   and wakes the key's [`ReleaseWatch`]es whenever it frees or shortens a slot.
 #[async_trait]

@@ -41,13 +41,22 @@ fn span(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
+/// How long a slot expiring at `expires` (server ms) lives at least from the moment the
+/// script ran, whose clock it read as `now`. The scripts floor the server's microsecond
+/// clock to whole milliseconds, so the script ran up to 1 ms after `now`: counting that
+/// millisecond off keeps a local deadline, counted from before the request was sent, from
+/// ever falling after the store's expiry.
+fn time_to_live(expires: i64, now: i64) -> Duration {
+    span(expires - now - 1)
+}
+
 pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
     match *array("acquire", &reply)?.as_slice() {
         [1, fence, acquired, expires, now] => Ok(AcquireOutcome::Granted(Grant {
             fence: fence as u64,
             acquired_at: at(acquired),
             expires_at: at(expires),
-            expires_in: span(expires - now),
+            expires_in: time_to_live(expires, now),
         })),
         [0, nearest] => Ok(AcquireOutcome::Full { nearest_expiry: span(nearest) }),
         [2, existing] => Err(Error::MaxLeadersMismatch {
@@ -61,9 +70,10 @@ pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<Acqui
 
 pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
     match *array("renew", &reply)?.as_slice() {
-        [1, expires, now] => {
-            Ok(RenewOutcome::Renewed { expires_at: at(expires), expires_in: span(expires - now) })
-        }
+        [1, expires, now] => Ok(RenewOutcome::Renewed {
+            expires_at: at(expires),
+            expires_in: time_to_live(expires, now),
+        }),
         [0] => Ok(RenewOutcome::NotHeld),
         _ => Err(malformed("renew", &reply)),
     }
