@@ -2,6 +2,7 @@
 //! breaks, and script calls over it: one EVALSHA per call.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
@@ -29,14 +30,23 @@ impl ConnectionSource {
 
     /// A new connection, taken out of the pool for good: pooled connections are checked with
     /// a PING on every checkout, a round trip each operation would pay.
-    async fn connect(&self) -> Result<SharedConnection, PoolFailure> {
+    ///
+    /// A multiplexed connection's own response timeout (redis-rs: 500 ms) is raised to
+    /// `response_timeout` (the store's command timeout, which bounds every call anyway):
+    /// otherwise a reply slower than 500 ms counts as a broken connection, whatever the
+    /// command timeout says, and the call is retried on a new one.
+    async fn connect(&self, response_timeout: Duration) -> Result<SharedConnection, PoolFailure> {
+        let multiplexed = |mut connection: MultiplexedConnection| {
+            connection.set_response_timeout(response_timeout);
+            SharedConnection::Multiplexed(connection)
+        };
         Ok(match self {
             ConnectionSource::Standalone(pool) => {
-                SharedConnection::Multiplexed(deadpool_redis::Connection::take(pool.get().await?))
+                multiplexed(deadpool_redis::Connection::take(pool.get().await?))
             }
-            ConnectionSource::Sentinel(pool) => SharedConnection::Multiplexed(
-                deadpool_redis::sentinel::Connection::take(pool.get().await?),
-            ),
+            ConnectionSource::Sentinel(pool) => {
+                multiplexed(deadpool_redis::sentinel::Connection::take(pool.get().await?))
+            }
             ConnectionSource::Cluster(pool) => SharedConnection::Cluster(
                 deadpool_redis::cluster::Connection::take(pool.get().await?),
             ),
@@ -104,6 +114,8 @@ pub(crate) enum CallFailure {
 /// The shared connection and how to replace it.
 pub(crate) struct Connections {
     source: ConnectionSource,
+    /// How long a connection waits for a reply before it counts as broken.
+    response_timeout: Duration,
     /// The connection in use; a plain mutex, held only to clone it (the hot path).
     current: std::sync::Mutex<Option<(u64, SharedConnection)>>,
     /// Serialises making a new connection, so a broken one is replaced once, not per caller.
@@ -112,9 +124,10 @@ pub(crate) struct Connections {
 }
 
 impl Connections {
-    pub(crate) fn new(source: ConnectionSource) -> Self {
+    pub(crate) fn new(source: ConnectionSource, response_timeout: Duration) -> Self {
         Connections {
             source,
+            response_timeout,
             current: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             generation: AtomicU64::new(0),
@@ -123,6 +136,11 @@ impl Connections {
 
     pub(crate) fn topology(&self) -> &'static str {
         self.source.topology()
+    }
+
+    /// Sets how long connections made from now on wait for a reply.
+    pub(crate) fn set_response_timeout(&mut self, timeout: Duration) {
+        self.response_timeout = timeout;
     }
 
     fn current(&self) -> std::sync::MutexGuard<'_, Option<(u64, SharedConnection)>> {
@@ -138,7 +156,7 @@ impl Connections {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false)); // another caller made it
         }
-        let connection = self.source.connect().await?;
+        let connection = self.source.connect(self.response_timeout).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *self.current() = Some((generation, connection.clone()));
         Ok((generation, connection, true))

@@ -162,7 +162,7 @@ impl RedisStore {
         install_tls_provider();
         RedisStore {
             inner: Arc::new(Inner {
-                connections: Connections::new(source),
+                connections: Connections::new(source, DEFAULT_COMMAND_TIMEOUT),
                 releases: ReleaseHub::new(subscriber),
                 command_timeout: DEFAULT_COMMAND_TIMEOUT,
                 replica_ack: None,
@@ -173,9 +173,15 @@ impl RedisStore {
 
     /// How long one operation may take before it fails with [`Error::Timeout`] (and the
     /// connection is replaced). Default: 5 s; at least 1 ms. Set it before cloning the store.
+    /// It is the only reply timeout of standalone and Sentinel connections (the client's own
+    /// 500 ms one is raised to it), so a network whose round trip takes longer than 500 ms
+    /// works with a command timeout above its round trip.
     pub fn with_command_timeout(self, timeout: Duration) -> Result<Self, Error> {
         let timeout = crate::duration::positive("command_timeout", timeout)?;
-        self.reconfigured("command_timeout", timeout, |inner| inner.command_timeout = timeout)
+        self.reconfigured("command_timeout", timeout, |inner| {
+            inner.command_timeout = timeout;
+            inner.connections.set_response_timeout(timeout);
+        })
     }
 
     /// Require `replicas` replicas to acknowledge every grant within `timeout` (Redis `WAIT`,
