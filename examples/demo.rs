@@ -86,10 +86,13 @@ async fn candidate(
             while Instant::now() < finish {
                 tokio::select! {
                     () = sleep(Duration::from_millis(50)) => {}
-                    () = lease.lost() => {
-                        body_table.row(name, "lost", Some(lease.fence()), None, "stopping work");
-                        return;
-                    }
+                    () = lease.lost() => {}
+                }
+                // The gate before each step of work: the loss signal alone can be late after
+                // a pause of the process; `live_fence()` checks the deadline here and now.
+                if lease.live_fence().is_none() {
+                    body_table.row(name, "lost", Some(lease.fence()), None, "stopping work");
+                    return;
                 }
                 if lease.expires_at() != expires_at {
                     expires_at = lease.expires_at();

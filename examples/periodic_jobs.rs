@@ -27,11 +27,12 @@ impl Replica {
         format!("{}: report written", self.name)
     }
 
-    /// Up to two replicas process thumbnails at once; each batch takes 700 ms.
+    /// Up to two replicas process thumbnails at once; each batch takes 700 ms, then is
+    /// committed under the slot's fence if the lease is still live (checked right then).
     #[leader_group_election(name = "thumbnails", max_leaders = 2, lease_time = "3s", auto_extend)]
-    async fn thumbnails(&self) -> u64 {
+    async fn thumbnails(&self) -> Option<u64> {
         sleep(Duration::from_millis(700)).await;
-        leader::Lease::current().map_or(0, |lease| lease.fence())
+        leader::Lease::current().and_then(|lease| lease.live_fence())
     }
 
     /// Ticks until `until`.
@@ -45,8 +46,11 @@ impl Replica {
                 log.push((started.elapsed(), report));
             }
             let entry = match self.thumbnails().await? {
-                LeaderRunResult::Elected(fence) => {
+                LeaderRunResult::Elected(Some(fence)) => {
                     format!("{}: thumbnail batch done under fence {fence}", self.name)
+                }
+                LeaderRunResult::Elected(None) => {
+                    format!("{}: thumbnail batch abandoned, its lease was lost", self.name)
                 }
                 LeaderRunResult::Skipped => {
                     format!("{}: thumbnails skipped, two replicas busy", self.name)

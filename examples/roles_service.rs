@@ -18,18 +18,24 @@ use leader::{
 use tokio::time::{interval, sleep};
 
 /// The scheduler: while leading, fires a job every second, fenced by the term's fence.
+///
+/// Each job is gated on `leadership.fence()`, which checks the term's deadline right then:
+/// after a pause of the process this timer can fire before the term token is cancelled, and
+/// the check, not the token, is what keeps a job from running under a term that is over.
 async fn scheduler(leadership: Leadership) {
     loop {
         let term = leadership.wait_for_leadership().await;
         if term.is_cancelled() {
             return; // stopped
         }
-        let fence = leadership.fence().unwrap_or_default();
-        println!("scheduler: leading (term {}, fence {fence})", leadership.term());
+        println!("scheduler: leading (term {}, fence {:?})", leadership.term(), leadership.fence());
         let mut ticks = interval(Duration::from_secs(1));
         loop {
             tokio::select! {
-                _ = ticks.tick() => println!("scheduler: job fired under fence {fence}"),
+                _ = ticks.tick() => match leadership.fence() {
+                    Some(fence) => println!("scheduler: job fired under fence {fence}"),
+                    None => break, // the term ended; the token may not know yet
+                },
                 () = term.cancelled() => break,
             }
         }
@@ -97,5 +103,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("shutting down: releasing every role");
     roles.stop().await;
+    leader::wait_for_releases().await;
     Ok(())
 }

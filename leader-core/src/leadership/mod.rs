@@ -22,10 +22,18 @@ use crate::{Error, Lease, LeaseStore, telemetry};
 /// role's group, the holder renews it every `renew_interval`, and a refused renewal or a
 /// lease that runs out steps it down at once.
 ///
+/// - [`fence`](Self::fence) is the store's fencing token of the current term, checked
+///   against the term's local deadline when called: the gate to check right before each
+///   leader-only action, and the value to pass to downstream stores.
+///   [`term`](Self::term) only counts this instance's acquisitions.
 /// - [`leadership_token`](Self::leadership_token) is cancelled when the current term ends;
-///   run leader-only work under it.
-/// - [`fence`](Self::fence) is the store's fencing token of the current term; pass it to
-///   downstream stores. [`term`](Self::term) only counts this instance's acquisitions.
+///   stop long-running leader work with it (after a pause of the process it can be late,
+///   the check is not).
+/// - A term's end is decided once, by whoever notices first (a refused renewal, the
+///   deadline passing, a check that finds it passed, [`resign`](Self::resign),
+///   [`stop`](Self::stop)); the token, [`is_leader`](Self::is_leader), the status watch,
+///   [`health`](Self::health) and the metrics follow that decision at once, and the loop
+///   then releases the slot and stands again.
 /// - [`stop`](Self::stop) releases the slot, so a graceful restart hands over at once; a
 ///   crashed process hands over when its lease expires. Dropping every clone of the handle
 ///   stops it too.
