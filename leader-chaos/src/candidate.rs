@@ -1,11 +1,15 @@
 //! A candidate process: stands for a role with [`Leadership`], and while it leads, writes
 //! to the fenced register every tick with its fence, checking right before each write that
 //! it still leads. It reports every check, write and end of term on standard output (see
-//! [`Event`]), resigns now and then so the slot changes hands, and obeys two commands on
-//! standard input: `stall` (stop itself with SIGSTOP between its next check and its write,
-//! like a GC pause at the worst moment) and `stop` (release and exit).
+//! [`Event`]), and every term `wait_for_leadership()` hands it; it resigns now and then so
+//! the slot changes hands, and obeys these commands on standard input: `stall` (stop itself
+//! with SIGSTOP between its next check and its write, like a GC pause at the worst moment),
+//! `stall-renewal` and `stall-grant` (stop itself with the next renewal's or grant's reply in
+//! hand, see [`stalling`](crate::stalling)), and `stop` (release and exit).
 
 use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use leader::{KeyOptions, Leadership, LeadershipOptions, Lease};
@@ -15,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
 use crate::events::{Event, micros, now_micros};
+use crate::stalling::{StallPoints, StallingStore};
 use crate::store_spec::StoreSpec;
 
 /// How often a leader checks and writes.
@@ -47,12 +52,18 @@ pub struct CandidateArgs {
     /// Resign after holding this long (ms) on average, so the slot changes hands.
     #[arg(long, default_value_t = 700)]
     pub resign_after_ms: u64,
+    /// The store's command timeout (ms); a quarter of the lease by default.
+    #[arg(long)]
+    pub command_timeout_ms: Option<u64>,
 }
 
 /// Runs the candidate until told to stop or its input closes.
 pub async fn run(args: CandidateArgs) -> Result<(), String> {
     let lease = Duration::from_millis(args.lease_ms);
-    let store = args.store.connect(lease / 4, args.replica_ack).map_err(|e| e.to_string())?;
+    let command_timeout = args.command_timeout_ms.map_or(lease / 4, Duration::from_millis);
+    let store = args.store.connect(command_timeout, args.replica_ack).map_err(|e| e.to_string())?;
+    let stall_points = Arc::new(StallPoints::default());
+    let store = StallingStore::new(store, stall_points.clone());
     let options = LeadershipOptions::new()
         .lease(lease)
         .renew_interval(lease / 3)
@@ -62,6 +73,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         .holder_id(args.id.clone())
         .keys(KeyOptions::new().exact_key(args.key.clone()));
     let leadership = Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
+    tokio::spawn(report_terms(leadership.clone()));
     let mut register = Register::new(args.register.clone());
     let mut commands = read_commands();
     let mut stall_next = false;
@@ -72,6 +84,8 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         while let Ok(command) = commands.try_recv() {
             match command.as_str() {
                 "stall" => stall_next = true,
+                "stall-renewal" => stall_points.renewal.store(true, Ordering::Release),
+                "stall-grant" => stall_points.grant.store(true, Ordering::Release),
                 _ => return stop(&leadership).await,
             }
         }
@@ -91,7 +105,10 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
             let reason = ended.loss_reason().map_or("ended".to_owned(), |r| r.to_string());
             report(&Event::Ended { at: now_micros(), fence: ended.fence(), reason });
         }
-        if stall_next && lease.is_none() {
+        // A stall before the write, or during a renewal, needs a term: decline without one
+        // (it resigned or lost the slot since the lab saw it leading).
+        let renewal_armed = lease.is_none() && StallPoints::take(&stall_points.renewal);
+        if (stall_next || renewal_armed) && lease.is_none() {
             stall_next = false;
             report(&Event::StallDeclined { at: now_micros() });
         }
@@ -144,7 +161,26 @@ fn read_commands() -> mpsc::UnboundedReceiver<String> {
     receive
 }
 
-fn report(event: &Event) {
+/// Reports every term `wait_for_leadership()` hands over, with its deadline as the term's
+/// lease shows it right then: a term handed over already over shows no time left.
+async fn report_terms(leadership: Leadership) {
+    loop {
+        let term = leadership.wait_for_leadership().await;
+        if term.is_cancelled() && leadership.status().stopped {
+            return;
+        }
+        let at = now_micros();
+        let lease = leadership.lease();
+        let (fence, remaining) =
+            lease.map_or((0, Duration::ZERO), |lease| (lease.fence(), lease.remaining()));
+        let believes_until = at + remaining.as_micros() as u64;
+        report(&Event::TermBegan { at, fence, believes_until });
+        term.cancelled().await;
+    }
+}
+
+/// Writes `event` as one line on standard output.
+pub fn report(event: &Event) {
     let line = serde_json::to_string(event).expect("events serialize");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");

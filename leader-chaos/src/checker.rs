@@ -48,6 +48,9 @@ pub struct Run {
     pub store_forgets_grants: bool,
     /// The fault must make a stale write reach the register (which must reject it).
     pub expects_rejected_write: bool,
+    /// The fault slows the network without cutting it, so the role must never be short of
+    /// N leaders for longer than the recovery bound, during the fault or after it.
+    pub bounded_shortfall: bool,
 }
 
 /// What the checker found.
@@ -69,6 +72,8 @@ pub struct Verdict {
     pub superseded_accepted: usize,
     /// Checks that found a term leading after its local deadline: must be zero.
     pub checks_past_deadline: usize,
+    /// Terms `wait_for_leadership()` handed over with no time left: must be zero.
+    pub terms_handed_over_expired: usize,
     /// Writes the register rejected for an old fence.
     pub writes_rejected: usize,
     /// The longest time from a fault's end to N leaders again.
@@ -95,7 +100,8 @@ struct Term {
     first_check: u64,
     /// Wall clock: the latest local deadline a check saw.
     believes_until: u64,
-    /// Wall clock: when the holder started to resign.
+    /// Wall clock: when the holder started to resign, or the library sent the release of
+    /// the slot (whichever came first).
     resigning_at: Option<u64>,
     /// Wall clock: when the holder found the term over.
     ended_at: Option<u64>,
@@ -171,6 +177,21 @@ pub fn check(run: &Run) -> Verdict {
             verdict.checks_past_deadline += 1;
             violations.push(format!(
                 "c{} found itself leading with fence {fence} {} µs after its local deadline",
+                report.candidate,
+                at - believes_until
+            ));
+        }
+    }
+
+    // A term handed over by `wait_for_leadership()` has time left: the library never hands
+    // user code a term that is already over (say, a grant whose reply came too late).
+    for report in &run.reports {
+        if let Event::TermBegan { at, fence, believes_until } = report.event
+            && believes_until <= at
+        {
+            verdict.terms_handed_over_expired += 1;
+            violations.push(format!(
+                "c{} was handed term {fence} already over (deadline {} µs before)",
                 report.candidate,
                 at - believes_until
             ));
@@ -265,6 +286,13 @@ pub fn check(run: &Run) -> Verdict {
     if let Some(first) = first_covered(acting.iter().copied(), 0, n) {
         verdict.longest_short = longest_short(&acting, first, end, n);
     }
+    if run.bounded_shortfall && verdict.longest_short > run.recovery_bound {
+        violations.push(format!(
+            "fewer than {n} leaders for {:?} at a stretch, more than {:?}: a slow network must \
+             not leave the role without its leaders for longer than a lease and a retry",
+            verdict.longest_short, run.recovery_bound
+        ));
+    }
 
     if run.leaked > 0 {
         violations.push(format!("{} slots still live after everyone stopped", run.leaked));
@@ -306,7 +334,16 @@ fn terms(reports: &[Reported]) -> BTreeMap<(usize, u64), Term> {
                     term.ended_at.get_or_insert(at);
                 }
             }
-            Event::Wrote { .. } | Event::StallDeclined { .. } | Event::Stopped { .. } => {}
+            Event::Releasing { at, fence } => {
+                if let Some(term) = terms.get_mut(&(candidate, fence)) {
+                    term.resigning_at = Some(term.resigning_at.map_or(at, |r| r.min(at)));
+                }
+            }
+            Event::Wrote { .. }
+            | Event::StallDeclined { .. }
+            | Event::TermBegan { .. }
+            | Event::Stalling { .. }
+            | Event::Stopped { .. } => {}
         }
     }
     terms
@@ -397,6 +434,7 @@ mod tests {
             recovery_bound: Duration::from_secs(1),
             store_forgets_grants: false,
             expects_rejected_write: false,
+            bounded_shortfall: false,
         }
     }
 
@@ -433,6 +471,42 @@ mod tests {
         let verdict = check(&run(reports, Vec::new()));
         assert_eq!(verdict.checks_past_deadline, 1);
         assert!(verdict.violations[0].contains("0 µs after its local deadline"));
+    }
+
+    #[test]
+    fn a_term_handed_over_already_over_is_caught() {
+        let reports = vec![
+            leading(0, 0, 10, 1_000),
+            Reported {
+                candidate: 0,
+                event: Event::TermBegan { at: 5, fence: 10, believes_until: 1_000 },
+            },
+            Reported {
+                candidate: 1,
+                event: Event::TermBegan { at: 2_000, fence: 11, believes_until: 2_000 },
+            },
+        ];
+        let verdict = check(&run(reports, Vec::new()));
+        assert_eq!(verdict.terms_handed_over_expired, 1);
+        assert_eq!(
+            verdict.violations,
+            ["c1 was handed term 11 already over (deadline 0 µs before)"]
+        );
+    }
+
+    #[test]
+    fn a_long_shortfall_is_caught_where_the_fault_must_not_cause_one() {
+        let reports = vec![leading(0, 0, 10, 1_000), leading(1, 3_000, 11, 4_000)];
+        let mut run = run(reports, Vec::new());
+        assert_eq!(check(&run).violations, Vec::<String>::new(), "measured, not judged");
+        run.bounded_shortfall = true;
+        let verdict = check(&run);
+        assert_eq!(verdict.longest_short, Duration::from_micros(2_000));
+        assert!(
+            verdict.violations[0].starts_with("fewer than 1 leaders for 2ms"),
+            "{:?}",
+            verdict.violations
+        );
     }
 
     #[test]

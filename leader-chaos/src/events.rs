@@ -54,6 +54,34 @@ pub enum Event {
         /// When it found it did not lead (wall clock).
         at: u64,
     },
+    /// `wait_for_leadership()` handed the candidate a term.
+    TermBegan {
+        /// When it returned (wall clock).
+        at: u64,
+        /// The term's fence.
+        fence: u64,
+        /// The term's local deadline then (wall clock); `at` when the term was already over.
+        believes_until: u64,
+    },
+    /// The candidate is about to stop itself (SIGSTOP) with a store reply in hand, as the
+    /// lab told it to; the lab continues it.
+    Stalling {
+        /// When (wall clock).
+        at: u64,
+        /// The grant's fence (0 for a renewal).
+        fence: u64,
+        /// `renewal` or `grant`.
+        during: String,
+    },
+    /// The library is about to release the slot of a grant (after a resignation, a lost
+    /// term, or a grant that came too late). The checker ends the term's hold here, as it
+    /// does at a resignation; the store's own samples cover the time the release takes.
+    Releasing {
+        /// When the release was sent (wall clock).
+        at: u64,
+        /// The grant's fence.
+        fence: u64,
+    },
     /// The candidate stopped its leadership (releasing any slot) and is exiting.
     Stopped {
         /// When (wall clock).
@@ -70,6 +98,9 @@ impl Event {
             | Event::Ended { at, .. }
             | Event::Resigning { at, .. }
             | Event::StallDeclined { at }
+            | Event::TermBegan { at, .. }
+            | Event::Stalling { at, .. }
+            | Event::Releasing { at, .. }
             | Event::Stopped { at } => at,
         }
     }

@@ -154,16 +154,30 @@ impl Fleet {
         let _ = kill(self.members[candidate].pid, Signal::SIGCONT);
     }
 
-    /// Tells a candidate to stop itself between its next check and its write, and waits
-    /// until it has (`true`) or it found at that check that it does not lead (`false`: it
-    /// resigned or lost the slot since it was seen leading).
-    pub async fn stall(&mut self, candidate: usize) -> Result<bool, String> {
+    /// A live candidate that has not reported leading lately.
+    pub fn standby(&self) -> Option<usize> {
+        let leading = self.leading_since(0);
+        (0..self.members.len())
+            .find(|candidate| !self.members[*candidate].killed && !leading.contains(candidate))
+    }
+
+    /// Tells a candidate to stop itself (`command`: `stall`, between its next check and its
+    /// write; `stall-renewal` or `stall-grant`, with that reply in hand), and waits up to
+    /// `within` until it has (`true`) or it found at a check that it does not lead (`false`:
+    /// it resigned or lost the slot since it was seen leading).
+    pub async fn stall(
+        &mut self,
+        candidate: usize,
+        command: &str,
+        within: Duration,
+    ) -> Result<bool, String> {
         let sent = now_micros();
         let member = &mut self.members[candidate];
         let stdin = member.stdin.as_mut().ok_or("the candidate's input is closed")?;
-        stdin.write_all(b"stall\n").await.map_err(|e| format!("stall c{candidate}: {e}"))?;
+        let line = format!("{command}\n");
+        stdin.write_all(line.as_bytes()).await.map_err(|e| format!("stall c{candidate}: {e}"))?;
         let pid = member.pid;
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + within;
         loop {
             if is_stopped(pid) {
                 return Ok(true);
@@ -172,7 +186,7 @@ impl Fleet {
                 return Ok(false);
             }
             if Instant::now() >= deadline {
-                return Err(format!("c{candidate} neither stalled nor declined within 5 s"));
+                return Err(format!("c{candidate} neither stalled nor declined within {within:?}"));
             }
             sleep(Duration::from_millis(1)).await;
         }

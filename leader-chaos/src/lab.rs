@@ -67,6 +67,7 @@ pub async fn run_scenario(
         ("--lease-ms", lease.as_millis().to_string()),
         ("--register", register.address().to_owned()),
         ("--replica-ack", u32::from(topology == Topology::Sentinel).to_string()),
+        ("--command-timeout-ms", scenario.command_timeout(lease).as_millis().to_string()),
     ]
     .into_iter()
     .flat_map(|(flag, value)| [flag.to_owned(), value])
@@ -106,6 +107,7 @@ pub async fn run_scenario(
         recovery_bound: timing.recovery_bound(),
         store_forgets_grants: scenario.store_forgets_grants(),
         expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite,
+        bounded_shortfall: scenario.bounded_shortfall(),
     };
     Ok(Outcome { scenario: *scenario, verdict: check(&run), took: began.elapsed(), run })
 }
@@ -144,10 +146,26 @@ impl Lab {
                 self.fleet.resume(holder);
             }
             Fault::StallHolderBeforeWrite => {
-                let holder = self.stall_a_holder().await?;
+                let holder = self.stall_a_holder("stall").await?;
                 out.push(holder);
                 sleep(2 * lease).await;
                 self.fleet.resume(holder);
+            }
+            Fault::StallDuringRenewal(percent) => {
+                let holder = self.stall_a_holder("stall-renewal").await?;
+                out.push(holder);
+                sleep(lease * percent / 100).await;
+                self.fleet.resume(holder);
+            }
+            Fault::StallWithGrant => {
+                let standby = self.fleet.standby().ok_or("no standby to stall")?;
+                // It stops when it next wins a slot: after some hand-overs.
+                if !self.fleet.stall(standby, "stall-grant", 30 * lease).await? {
+                    return Err(format!("c{standby} declined to stall with a grant"));
+                }
+                out.push(standby);
+                sleep(lease * 3 / 2).await;
+                self.fleet.resume(standby);
             }
             Fault::RestartRedis => {
                 let server = self.server()?;
@@ -166,8 +184,8 @@ impl Lab {
             }
             Fault::CutConnections => self.proxy()?.cut().await,
             Fault::BlackHole => self.proxy_fault(proxy::Fault::BlackHole, lease * 3 / 2).await?,
-            Fault::Latency => {
-                self.proxy_fault(proxy::Fault::Latency(lease / 10), 3 * lease).await?
+            Fault::Latency(divisor) => {
+                self.proxy_fault(proxy::Fault::Latency(lease / divisor), 3 * lease).await?
             }
             Fault::DropReplies => {
                 self.proxy_fault(proxy::Fault::DropReplies, lease * 3 / 2).await?;
@@ -209,12 +227,12 @@ impl Lab {
         Ok(leading[0])
     }
 
-    /// Stalls the current holder before its next write; picks the holder again when the
-    /// one picked had just resigned.
-    async fn stall_a_holder(&mut self) -> Result<usize, String> {
+    /// Tells the current holder to stall (`command`: before its next write, or during its
+    /// next renewal); picks the holder again when the one picked had just resigned.
+    async fn stall_a_holder(&mut self, command: &str) -> Result<usize, String> {
         for _ in 0..20 {
             let holder = self.holder().await?;
-            if self.fleet.stall(holder).await? {
+            if self.fleet.stall(holder, command, Duration::from_secs(5)).await? {
                 return Ok(holder);
             }
         }

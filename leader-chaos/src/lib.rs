@@ -24,4 +24,5 @@ pub mod monitor;
 pub mod register;
 pub mod report;
 pub mod scenario;
+pub mod stalling;
 pub mod store_spec;

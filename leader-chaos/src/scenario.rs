@@ -25,8 +25,14 @@ pub enum Fault {
     CutConnections,
     /// The proxy moves nothing for one and a half leases.
     BlackHole,
-    /// The proxy delays every chunk both ways by a tenth of the lease, for three leases.
-    Latency,
+    /// The proxy delays every chunk both ways by the lease divided by this, for three leases.
+    Latency(u32),
+    /// The holder stops itself (SIGSTOP) with its next renewal's reply in hand, and the lab
+    /// continues it after this percentage of the lease.
+    StallDuringRenewal(u32),
+    /// A standby stops itself with its next grant's reply in hand, and the lab continues it
+    /// after one and a half leases: the reply is read after its local deadline.
+    StallWithGrant,
     /// The proxy lets requests through but drops replies (closing the connection) for one
     /// and a half leases.
     DropReplies,
@@ -62,8 +68,23 @@ impl Scenario {
     pub fn uses_proxy(&self) -> bool {
         matches!(
             self.fault,
-            Fault::CutConnections | Fault::BlackHole | Fault::Latency | Fault::DropReplies
+            Fault::CutConnections | Fault::BlackHole | Fault::Latency(_) | Fault::DropReplies
         )
+    }
+
+    /// The candidates' store command timeout: a quarter of the lease, or the whole lease on a
+    /// slow network, where a round trip takes up to half of it.
+    pub fn command_timeout(&self, lease: Duration) -> Duration {
+        match self.fault {
+            Fault::Latency(_) => lease,
+            _ => lease / 4,
+        }
+    }
+
+    /// Whether the fault must never leave the role short of N leaders for longer than the
+    /// recovery bound: a slow network, which still carries every request.
+    pub fn bounded_shortfall(&self) -> bool {
+        matches!(self.fault, Fault::Latency(_))
     }
 
     /// Whether the fault makes the store forget grants (a restart without data, at once).
@@ -115,11 +136,45 @@ pub const SCENARIOS: &[Scenario] = {
             1,
             Standalone,
         ),
+        scenario(
+            "stall-renewal-500",
+            StallDuringRenewal(50),
+            "holder stopped 0.5 lease, renewal reply in hand",
+            4,
+            1,
+            Standalone,
+        ),
+        scenario(
+            "stall-renewal-800",
+            StallDuringRenewal(80),
+            "holder stopped 0.8 lease, renewal reply in hand",
+            4,
+            1,
+            Standalone,
+        ),
+        scenario(
+            "stall-renewal-1200",
+            StallDuringRenewal(120),
+            "holder stopped 1.2 leases, renewal reply in hand",
+            4,
+            1,
+            Standalone,
+        ),
+        scenario(
+            "late-grant",
+            StallWithGrant,
+            "standby stopped 1.5 leases, grant reply in hand",
+            4,
+            1,
+            Standalone,
+        ),
         scenario("pause-redis", PauseRedis, "Redis SIGSTOPped 1.5 leases", 4, 1, Standalone),
         scenario("pause-redis-n2", PauseRedis, "Redis SIGSTOPped 1.5 leases", 5, 2, Standalone),
         scenario("cut", CutConnections, "every connection cut", 4, 1, Standalone),
         scenario("black-hole", BlackHole, "black hole 1.5 leases", 4, 1, Standalone),
-        scenario("latency", Latency, "+lease/10 each way, 3 leases", 4, 1, Standalone),
+        scenario("latency", Latency(10), "+lease/10 each way, 3 leases", 4, 1, Standalone),
+        scenario("latency-l6", Latency(6), "+lease/6 each way, 3 leases", 4, 1, Standalone),
+        scenario("latency-l4", Latency(4), "+lease/4 each way, 3 leases", 4, 1, Standalone),
         scenario("drop-replies", DropReplies, "replies dropped 1.5 leases", 4, 1, Standalone),
         scenario("script-flush", ScriptFlush, "SCRIPT FLUSH every 50 ms", 4, 1, Standalone),
         scenario("sentinel-failover", SentinelFailover, "Sentinel failover", 4, 1, Sentinel),
