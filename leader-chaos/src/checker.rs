@@ -498,6 +498,7 @@ mod tests {
     fn a_long_shortfall_is_caught_where_the_fault_must_not_cause_one() {
         let reports = vec![leading(0, 0, 10, 1_000), leading(1, 3_000, 11, 4_000)];
         let mut run = run(reports, Vec::new());
+        run.recovery_bound = Duration::from_micros(1_500);
         assert_eq!(check(&run).violations, Vec::<String>::new(), "measured, not judged");
         run.bounded_shortfall = true;
         let verdict = check(&run);
