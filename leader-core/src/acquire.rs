@@ -44,7 +44,7 @@ pub(crate) async fn acquire_slot(
                     fence = grant.fence,
                     "grant arrived after its local deadline; released it"
                 );
-                guard.release().await;
+                guard.give_back().await;
                 Duration::ZERO
             }
             Ok(AcquireOutcome::Full { nearest_expiry }) => nearest_expiry,

@@ -42,6 +42,17 @@ impl SlotGuard {
     }
 }
 
+impl SlotGuard {
+    /// Frees a slot no body ran under (a grant whose reply came too late) and waits for
+    /// the store, leaving the guard disarmed. The minimum lease time protects work that
+    /// ran, so it does not apply (by then it has mostly run out anyway: a grant is late only
+    /// once its lease has).
+    pub(crate) async fn give_back(&mut self) -> Option<ReleaseOutcome> {
+        self.armed = false;
+        release_logged(&*self.store, &self.key, self.token, Duration::ZERO).await
+    }
+}
+
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         if !self.armed {
