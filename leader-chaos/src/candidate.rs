@@ -5,7 +5,8 @@
 //! the slot changes hands, and obeys these commands on standard input: `stall` (stop itself
 //! with SIGSTOP between its next check and its write, like a GC pause at the worst moment),
 //! `stall-renewal` and `stall-grant` (stop itself with the next renewal's or grant's reply in
-//! hand, see [`stalling`](crate::stalling)), and `stop` (release and exit).
+//! hand, see [`stalling`](crate::stalling)), `disarm` (forget any stall not yet made) and
+//! `stop` (release and exit).
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -86,6 +87,11 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
                 "stall" => stall_next = true,
                 "stall-renewal" => stall_points.renewal.store(true, Ordering::Release),
                 "stall-grant" => stall_points.grant.store(true, Ordering::Release),
+                "disarm" => {
+                    stall_next = false;
+                    stall_points.renewal.store(false, Ordering::Release);
+                    stall_points.grant.store(false, Ordering::Release);
+                }
                 _ => return stop(&leadership).await,
             }
         }

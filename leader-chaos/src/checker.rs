@@ -48,9 +48,11 @@ pub struct Run {
     pub store_forgets_grants: bool,
     /// The fault must make a stale write reach the register (which must reject it).
     pub expects_rejected_write: bool,
-    /// The fault slows the network without cutting it, so the role must never be short of
-    /// N leaders for longer than the recovery bound, during the fault or after it.
-    pub bounded_shortfall: bool,
+    /// The fault slows the network without cutting it: the longest the role may be short
+    /// of N leaders, during the fault or after it.
+    pub shortfall_bound: Option<Duration>,
+    /// The network leaves time to renew, so no term may end by running out.
+    pub terms_must_not_lapse: bool,
 }
 
 /// What the checker found.
@@ -74,6 +76,8 @@ pub struct Verdict {
     pub checks_past_deadline: usize,
     /// Terms `wait_for_leadership()` handed over with no time left: must be zero.
     pub terms_handed_over_expired: usize,
+    /// Terms that ended by running out (their local deadline passed).
+    pub terms_lapsed: usize,
     /// Writes the register rejected for an old fence.
     pub writes_rejected: usize,
     /// The longest time from a fault's end to N leaders again.
@@ -130,6 +134,9 @@ impl Term {
         if millisecond.contains(&self.fence) { self.fence } else { millisecond.end - 1 }
     }
 }
+
+/// How a candidate reports a term that ran out (`LossReason::Expired`).
+const LAPSED: &str = "lease expired";
 
 /// Judges `run`.
 pub fn check(run: &Run) -> Verdict {
@@ -286,12 +293,24 @@ pub fn check(run: &Run) -> Verdict {
     if let Some(first) = first_covered(acting.iter().copied(), 0, n) {
         verdict.longest_short = longest_short(&acting, first, end, n);
     }
-    if run.bounded_shortfall && verdict.longest_short > run.recovery_bound {
+    if let Some(bound) = run.shortfall_bound
+        && verdict.longest_short > bound
+    {
         violations.push(format!(
-            "fewer than {n} leaders for {:?} at a stretch, more than {:?}: a slow network must \
-             not leave the role without its leaders for longer than a lease and a retry",
-            verdict.longest_short, run.recovery_bound
+            "fewer than {n} leaders for {:?} at a stretch, more than {bound:?}: a slow network \
+             must not leave the role short for longer than a lease, a retry and a round trip",
+            verdict.longest_short
         ));
+    }
+    let lapsed = run
+        .reports
+        .iter()
+        .filter(|r| matches!(&r.event, Event::Ended { reason, .. } if reason == LAPSED))
+        .count();
+    verdict.terms_lapsed = lapsed;
+    if run.terms_must_not_lapse && lapsed > 0 {
+        violations
+            .push(format!("{lapsed} terms ran out although the network left time to renew them"));
     }
 
     if run.leaked > 0 {
@@ -434,7 +453,8 @@ mod tests {
             recovery_bound: Duration::from_secs(1),
             store_forgets_grants: false,
             expects_rejected_write: false,
-            bounded_shortfall: false,
+            shortfall_bound: None,
+            terms_must_not_lapse: false,
         }
     }
 
@@ -498,15 +518,31 @@ mod tests {
     fn a_long_shortfall_is_caught_where_the_fault_must_not_cause_one() {
         let reports = vec![leading(0, 0, 10, 1_000), leading(1, 3_000, 11, 4_000)];
         let mut run = run(reports, Vec::new());
-        run.recovery_bound = Duration::from_micros(1_500);
         assert_eq!(check(&run).violations, Vec::<String>::new(), "measured, not judged");
-        run.bounded_shortfall = true;
+        run.shortfall_bound = Some(Duration::from_micros(1_500));
         let verdict = check(&run);
         assert_eq!(verdict.longest_short, Duration::from_micros(2_000));
         assert!(
             verdict.violations[0].starts_with("fewer than 1 leaders for 2ms"),
             "{:?}",
             verdict.violations
+        );
+    }
+
+    #[test]
+    fn a_lapsed_term_is_caught_where_the_network_leaves_time_to_renew() {
+        let ended = |reason: &str| Reported {
+            candidate: 0,
+            event: Event::Ended { at: 900, fence: 10, reason: reason.to_owned() },
+        };
+        let reports = vec![leading(0, 0, 10, 1_000), ended(LAPSED), ended("resigned")];
+        let mut run = run(reports, Vec::new());
+        assert_eq!(check(&run).terms_lapsed, 1);
+        assert!(check(&run).violations.is_empty());
+        run.terms_must_not_lapse = true;
+        assert_eq!(
+            check(&run).violations,
+            ["1 terms ran out although the network left time to renew them"]
         );
     }
 

@@ -154,15 +154,54 @@ impl Fleet {
         let _ = kill(self.members[candidate].pid, Signal::SIGCONT);
     }
 
-    /// A live candidate that has not reported leading lately.
-    pub fn standby(&self) -> Option<usize> {
+    /// The live candidates that have not reported leading lately.
+    pub fn standbys(&self) -> Vec<usize> {
         let leading = self.leading_since(0);
         (0..self.members.len())
-            .find(|candidate| !self.members[*candidate].killed && !leading.contains(candidate))
+            .filter(|candidate| !self.members[*candidate].killed && !leading.contains(candidate))
+            .collect()
+    }
+
+    /// Tells each of `candidates` to stop itself with its next grant in hand, waits up to
+    /// `within` for the first that does, and disarms the others; which one stopped. All are
+    /// armed because standbys do not win equally often: Redis tells subscribers of a release
+    /// in the order they subscribed, so the first one usually wins.
+    pub async fn stall_first_granted(
+        &mut self,
+        candidates: &[usize],
+        within: Duration,
+    ) -> Result<usize, String> {
+        for &candidate in candidates {
+            self.command(candidate, "stall-grant").await?;
+        }
+        let deadline = Instant::now() + within;
+        let stalled = loop {
+            if let Some(&stalled) =
+                candidates.iter().find(|&&candidate| is_stopped(self.members[candidate].pid))
+            {
+                break stalled;
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("none of {candidates:?} won a slot within {within:?}"));
+            }
+            sleep(Duration::from_millis(1)).await;
+        };
+        for &candidate in candidates.iter().filter(|&&candidate| candidate != stalled) {
+            self.command(candidate, "disarm").await?;
+        }
+        Ok(stalled)
+    }
+
+    /// Writes one command line to a candidate.
+    async fn command(&mut self, candidate: usize, command: &str) -> Result<(), String> {
+        let stdin =
+            self.members[candidate].stdin.as_mut().ok_or("the candidate's input is closed")?;
+        let line = format!("{command}\n");
+        stdin.write_all(line.as_bytes()).await.map_err(|e| format!("{command} c{candidate}: {e}"))
     }
 
     /// Tells a candidate to stop itself (`command`: `stall`, between its next check and its
-    /// write; `stall-renewal` or `stall-grant`, with that reply in hand), and waits up to
+    /// write, or `stall-renewal`, with that reply in hand), and waits up to
     /// `within` until it has (`true`) or it found at a check that it does not lead (`false`:
     /// it resigned or lost the slot since it was seen leading).
     pub async fn stall(
@@ -172,11 +211,8 @@ impl Fleet {
         within: Duration,
     ) -> Result<bool, String> {
         let sent = now_micros();
-        let member = &mut self.members[candidate];
-        let stdin = member.stdin.as_mut().ok_or("the candidate's input is closed")?;
-        let line = format!("{command}\n");
-        stdin.write_all(line.as_bytes()).await.map_err(|e| format!("stall c{candidate}: {e}"))?;
-        let pid = member.pid;
+        self.command(candidate, command).await?;
+        let pid = self.members[candidate].pid;
         let deadline = Instant::now() + within;
         loop {
             if is_stopped(pid) {
@@ -186,7 +222,19 @@ impl Fleet {
                 return Ok(false);
             }
             if Instant::now() >= deadline {
-                return Err(format!("c{candidate} neither stalled nor declined within {within:?}"));
+                let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
+                let mut recent: Vec<String> = reports
+                    .iter()
+                    .rev()
+                    .filter(|report| report.candidate == candidate)
+                    .take(5)
+                    .map(|report| format!("{:?}", report.event))
+                    .collect();
+                recent.reverse();
+                return Err(format!(
+                    "c{candidate} neither stalled nor declined within {within:?}; its last \
+                     reports: {recent:?}"
+                ));
             }
             sleep(Duration::from_millis(1)).await;
         }

@@ -107,7 +107,8 @@ pub async fn run_scenario(
         recovery_bound: timing.recovery_bound(),
         store_forgets_grants: scenario.store_forgets_grants(),
         expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite,
-        bounded_shortfall: scenario.bounded_shortfall(),
+        shortfall_bound: scenario.shortfall_bound(timing),
+        terms_must_not_lapse: scenario.terms_must_not_lapse(),
     };
     Ok(Outcome { scenario: *scenario, verdict: check(&run), took: began.elapsed(), run })
 }
@@ -158,11 +159,9 @@ impl Lab {
                 self.fleet.resume(holder);
             }
             Fault::StallWithGrant => {
-                let standby = self.fleet.standby().ok_or("no standby to stall")?;
-                // It stops when it next wins a slot: after some hand-overs.
-                if !self.fleet.stall(standby, "stall-grant", 30 * lease).await? {
-                    return Err(format!("c{standby} declined to stall with a grant"));
-                }
+                let standbys = self.fleet.standbys();
+                // The first of them to win a slot stops: at the next hand-over or so.
+                let standby = self.fleet.stall_first_granted(&standbys, 30 * lease).await?;
                 out.push(standby);
                 sleep(lease * 3 / 2).await;
                 self.fleet.resume(standby);

@@ -81,10 +81,21 @@ impl Scenario {
         }
     }
 
-    /// Whether the fault must never leave the role short of N leaders for longer than the
-    /// recovery bound: a slow network, which still carries every request.
-    pub fn bounded_shortfall(&self) -> bool {
-        matches!(self.fault, Fault::Latency(_))
+    /// On a slow network, which still carries every request: the longest the role may be
+    /// short of N leaders, during the fault or after it. That is the recovery bound plus one
+    /// round trip, the time a lapsed term's release takes to reach the store and its news
+    /// to come back. `None` for other faults, which are judged by their recovery.
+    pub fn shortfall_bound(&self, timing: Timing) -> Option<Duration> {
+        match self.fault {
+            Fault::Latency(divisor) => Some(timing.recovery_bound() + 2 * timing.lease / divisor),
+            _ => None,
+        }
+    }
+
+    /// Whether no term may end by running out: a round trip shorter than half the lease
+    /// leaves time to renew, since renewals are due when two thirds of the lease remain.
+    pub fn terms_must_not_lapse(&self) -> bool {
+        matches!(self.fault, Fault::Latency(divisor) if divisor > 4)
     }
 
     /// Whether the fault makes the store forget grants (a restart without data, at once).
