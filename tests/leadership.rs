@@ -10,7 +10,7 @@ use leader::{
     WhenUncoordinated,
 };
 use support::redis_server::RedisServer;
-use support::{FaultyStore, capture_logs, eventually};
+use support::{FaultyStore, capture_logs, eventually, start};
 use tokio::time::{Instant, sleep, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -18,14 +18,6 @@ const SECOND: Duration = Duration::from_secs(1);
 fn options() -> LeadershipOptions {
     // lease 15 s, renew every 5 s, retry every 1 s + up to 250 ms.
     LeadershipOptions::new()
-}
-
-async fn start(
-    role: &str,
-    store: impl LeaseStore + 'static,
-    options: LeadershipOptions,
-) -> Leadership {
-    Leadership::start(role, store, options).await.expect("valid options")
 }
 
 async fn leaders(instances: &[Leadership]) -> Vec<usize> {

@@ -9,22 +9,14 @@ use std::time::Duration;
 
 use leader::{
     Delivery, LeaderChannel, LeaderChannelOptions, LeaderElectionOptions, LeaderElector,
-    LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Leadership, LeadershipOptions,
-    LeaseStore, LossReason, MemoryStore,
+    LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeadershipOptions, LeaseStore,
+    LossReason, MemoryStore,
 };
-use support::FaultyStore;
+use support::{FaultyStore, start};
 use tokio::time::{Instant, sleep, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
-
-async fn start(
-    role: &str,
-    store: impl LeaseStore + 'static,
-    options: LeadershipOptions,
-) -> Leadership {
-    Leadership::start(role, store, options).await.expect("valid options")
-}
 
 /// Short timings for the tests that stall a real thread.
 fn short() -> LeadershipOptions {

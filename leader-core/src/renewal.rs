@@ -107,7 +107,8 @@ pub(crate) async fn keep_renewing(
 /// remains, and no later than half the time left now.
 pub(crate) fn renewal_due(deadline: Instant, lease_time: Duration, every: Duration) -> Instant {
     let now = Instant::now();
-    let at_cadence = deadline.checked_sub(lease_time.saturating_sub(every)).unwrap_or(now);
+    let at_cadence =
+        deadline.checked_sub(lease_time.saturating_sub(every)).map_or(now, |at| at.max(now));
     let at_half = now + deadline.saturating_duration_since(now) / 2;
     at_cadence.min(at_half)
 }

@@ -222,6 +222,15 @@ impl LeaseStore for FaultyStore {
     }
 }
 
+/// Starts a leadership of `role`; the options must be valid (a test's own mistake if not).
+pub async fn start(
+    role: &str,
+    store: impl LeaseStore + 'static,
+    options: leader::LeadershipOptions,
+) -> leader::Leadership {
+    leader::Leadership::start(role, store, options).await.expect("valid options")
+}
+
 /// Polls `check` every few milliseconds until it holds, for at most `within`.
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
 where
