@@ -17,31 +17,21 @@ pub mod __private {
     pub use crate::private::*;
 }
 
-mod acquire;
-mod background;
 mod channel;
 mod default_store;
 mod duration;
-mod elector;
+mod election;
 mod error;
-mod group;
-mod guard;
 mod holder;
 mod key;
 mod leadership;
-mod lease;
-mod options;
 mod outage;
 mod private;
-mod renewal;
-mod run_result;
 mod serde_support;
-mod state;
 pub mod store;
 mod telemetry;
 mod token;
 
-pub use background::wait_for_releases;
 pub use channel::{
     Delivery, DropCounts, DropReason, FullMode, LeaderChannel, LeaderChannelOptions,
     LeaderChannelReader, LeaderChannelWriter,
@@ -52,19 +42,17 @@ pub use channel::{
 pub use deadpool_redis;
 pub use default_store::{default_store, install_default_store};
 pub use duration::MAX_DURATION;
-pub use elector::LeaderElector;
+pub use election::{
+    DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
+    LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LossReason, wait_for_releases,
+};
 pub use error::{BoxError, Error};
-pub use group::LeaderGroupElector;
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
 pub use leadership::{
     Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,
     LeadershipSettings, LeadershipStatus, Roles, WhenUncoordinated,
 };
-pub use lease::{Lease, LossReason};
-pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
-pub use run_result::LeaderRunResult;
-pub use state::LeaderGroupState;
 #[cfg(feature = "redis")]
 pub use store::RedisStore;
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};

@@ -11,9 +11,9 @@ use tokio::time::{Instant, sleep};
 
 use super::{Command, Shared, WhenUncoordinated};
 use crate::duration::MAX_DURATION;
-use crate::lease::{Lease, LossHook, LossReason, local_deadline};
+use crate::election::lease::{Lease, LossHook, LossReason, local_deadline};
+use crate::election::renewal::keep_renewing;
 use crate::outage::OutageLog;
-use crate::renewal::keep_renewing;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
 use crate::{Error, LeaseToken, telemetry};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::lease::{Lease, LossReason};
+use super::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
 use crate::telemetry;

@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 
-use crate::acquire::acquire_slot;
-use crate::guard::SlotGuard;
-use crate::options::Settings;
-use crate::renewal::supervise;
+use super::acquire::acquire_slot;
+use super::guard::SlotGuard;
+use super::options::Settings;
+use super::renewal::supervise;
 use crate::store::{AcquireRequest, LeaseStore};
 use crate::telemetry;
 use crate::{

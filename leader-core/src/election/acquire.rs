@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::guard::SlotGuard;
-use crate::lease::local_deadline;
+use super::guard::SlotGuard;
+use super::lease::local_deadline;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, LeaseStore};
 use crate::{Error, telemetry};
 

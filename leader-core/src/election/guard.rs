@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::background;
 use crate::store::{LeaseStore, ReleaseOutcome};
-use crate::{LeaseToken, background, telemetry};
+use crate::{LeaseToken, telemetry};
 
 /// Releases the slot of `token` when dropped while armed, in the background (counted, so
 /// [`wait_for_releases`](crate::wait_for_releases) can wait for it).

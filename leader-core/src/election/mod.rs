@@ -1,0 +1,25 @@
+//! Per-call election: [`LeaderGroupElector`] and [`LeaderElector`] run a body while they
+//! hold one slot of a group, and the parts they are made of: the options, waiting for a
+//! slot, the [`Lease`] and its renewal, and the release however the body ends.
+//!
+//! Long-lived leadership (`crate::leadership`) keeps its terms with the same [`Lease`] and
+//! renewal loop.
+
+mod acquire;
+mod background;
+mod elector;
+mod group;
+mod guard;
+pub(crate) mod lease;
+mod options;
+pub(crate) mod renewal;
+mod run_result;
+mod state;
+
+pub use background::wait_for_releases;
+pub use elector::LeaderElector;
+pub use group::LeaderGroupElector;
+pub use lease::{Lease, LossReason};
+pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
+pub use run_result::LeaderRunResult;
+pub use state::LeaderGroupState;
