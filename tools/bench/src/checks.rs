@@ -24,14 +24,14 @@ use crate::stats;
 
 /// Our two hot scripts, as the store sends them (the prelude, then the script).
 const ACQUIRE_LUA: &str = concat!(
-    include_str!("../../leader-core/src/store/redis/prelude.lua"),
+    include_str!("../../../leader-core/src/store/redis/prelude.lua"),
     "\n",
-    include_str!("../../leader-core/src/store/redis/acquire.lua")
+    include_str!("../../../leader-core/src/store/redis/acquire.lua")
 );
 const RELEASE_LUA: &str = concat!(
-    include_str!("../../leader-core/src/store/redis/prelude.lua"),
+    include_str!("../../../leader-core/src/store/redis/prelude.lua"),
     "\n",
-    include_str!("../../leader-core/src/store/redis/release.lua")
+    include_str!("../../../leader-core/src/store/redis/release.lua")
 );
 
 fn request(key: &str, token: LeaseToken) -> AcquireRequest<'_> {
