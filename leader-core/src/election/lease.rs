@@ -227,19 +227,8 @@ impl Lease {
     /// long stall) sees the loss on its first check after waking, before the task that
     /// renews has run; check right before acting on leadership.
     pub fn is_lost(&self) -> bool {
-        let decided = {
-            let mut term = self.lock_term();
-            if term.ended.is_some() {
-                return true;
-            }
-            if Instant::now() < term.deadline {
-                return false;
-            }
-            term.ended = Some(LossReason::Expired);
-            LossReason::Expired
-        };
-        self.after_loss(decided);
-        true
+        self.decide(|term| (Instant::now() >= term.deadline).then_some(LossReason::Expired))
+            .is_some()
     }
 
     /// Why the lease was lost, once that is decided.
@@ -289,22 +278,16 @@ impl Lease {
         expires_in: Duration,
         sent_at: Instant,
     ) -> Result<(), LossReason> {
-        let decided = {
-            let mut term = self.lock_term();
-            if let Some(reason) = term.ended {
-                return Err(reason);
+        let ended = self.decide(|term| {
+            if Instant::now() >= term.deadline {
+                return Some(LossReason::Expired);
             }
-            if Instant::now() < term.deadline {
-                term.expires_at = expires_at;
-                term.deadline = local_deadline(sent_at, expires_in);
-                term.confirmed_at = sent_at;
-                return Ok(());
-            }
-            term.ended = Some(LossReason::Expired);
-            LossReason::Expired
-        };
-        self.after_loss(decided);
-        Err(decided)
+            term.expires_at = expires_at;
+            term.deadline = local_deadline(sent_at, expires_in);
+            term.confirmed_at = sent_at;
+            None
+        });
+        ended.map_or(Ok(()), Err)
     }
 
     /// Records that the slot was released: the lease no longer counts as held.
@@ -315,15 +298,25 @@ impl Lease {
     /// Decides the end of the lease for `reason`, unless it was decided before; returns the
     /// reason that stands (the first one).
     pub(crate) fn end(&self, reason: LossReason) -> LossReason {
-        {
+        self.decide(|_| Some(reason)).unwrap_or(reason)
+    }
+
+    /// The one place an end is decided. Under the lock: an end decided before stands;
+    /// otherwise `check` may change the term and says whether it ends now, and why. What
+    /// follows a new decision runs once, outside the lock. Returns the reason that stands,
+    /// or `None` while the lease lives.
+    fn decide(&self, check: impl FnOnce(&mut Term) -> Option<LossReason>) -> Option<LossReason> {
+        let decided = {
             let mut term = self.lock_term();
-            if let Some(decided) = term.ended {
-                return decided;
+            if term.ended.is_some() {
+                return term.ended;
             }
+            let reason = check(&mut term)?;
             term.ended = Some(reason);
-        }
-        self.after_loss(reason);
-        reason
+            reason
+        };
+        self.after_loss(decided);
+        Some(decided)
     }
 
     /// Everything that follows the decision, once: the gauge, the log, the loss signal and

@@ -114,8 +114,9 @@ pub(crate) enum CallFailure {
 /// The shared connection and how to replace it.
 pub(crate) struct Connections {
     source: ConnectionSource,
-    /// How long a connection waits for a reply before it counts as broken.
-    response_timeout: Duration,
+    /// How long one operation may take, and so how long a connection waits for a reply
+    /// before it counts as broken.
+    command_timeout: Duration,
     /// The connection in use; a plain mutex, held only to clone it (the hot path).
     current: std::sync::Mutex<Option<(u64, SharedConnection)>>,
     /// Serialises making a new connection, so a broken one is replaced once, not per caller.
@@ -124,10 +125,10 @@ pub(crate) struct Connections {
 }
 
 impl Connections {
-    pub(crate) fn new(source: ConnectionSource, response_timeout: Duration) -> Self {
+    pub(crate) fn new(source: ConnectionSource, command_timeout: Duration) -> Self {
         Connections {
             source,
-            response_timeout,
+            command_timeout,
             current: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             generation: AtomicU64::new(0),
@@ -138,9 +139,15 @@ impl Connections {
         self.source.topology()
     }
 
-    /// Sets how long connections made from now on wait for a reply.
-    pub(crate) fn set_response_timeout(&mut self, timeout: Duration) {
-        self.response_timeout = timeout;
+    /// How long one operation may take.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// Sets how long one operation may take (for connections made from now on, their reply
+    /// timeout).
+    pub(crate) fn set_command_timeout(&mut self, timeout: Duration) {
+        self.command_timeout = timeout;
     }
 
     fn current(&self) -> std::sync::MutexGuard<'_, Option<(u64, SharedConnection)>> {
@@ -156,7 +163,7 @@ impl Connections {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false)); // another caller made it
         }
-        let connection = self.source.connect(self.response_timeout).await?;
+        let connection = self.source.connect(self.command_timeout).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *self.current() = Some((generation, connection.clone()));
         Ok((generation, connection, true))

@@ -62,7 +62,6 @@ pub struct RedisStore {
 struct Inner {
     connections: Connections,
     releases: ReleaseHub,
-    command_timeout: Duration,
     /// Replicas that must acknowledge a grant, and how long to wait for them.
     replica_ack: Option<(u32, Duration)>,
     /// Redacted addresses, for `Debug` and logs.
@@ -164,7 +163,6 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 connections: Connections::new(source, DEFAULT_COMMAND_TIMEOUT),
                 releases: ReleaseHub::new(subscriber),
-                command_timeout: DEFAULT_COMMAND_TIMEOUT,
                 replica_ack: None,
                 description,
             }),
@@ -179,8 +177,7 @@ impl RedisStore {
     pub fn with_command_timeout(self, timeout: Duration) -> Result<Self, Error> {
         let timeout = crate::duration::positive("command_timeout", timeout)?;
         self.reconfigured("command_timeout", timeout, |inner| {
-            inner.command_timeout = timeout;
-            inner.connections.set_response_timeout(timeout);
+            inner.connections.set_command_timeout(timeout)
         })
     }
 
@@ -215,6 +212,11 @@ impl RedisStore {
         Ok(RedisStore { inner: Arc::new(inner) })
     }
 
+    /// How long one operation may take: kept by the connections, whose reply timeout it is.
+    fn command_timeout(&self) -> Duration {
+        self.inner.connections.command_timeout()
+    }
+
     /// Which deployment the store talks to: `standalone`, `sentinel` or `cluster`.
     pub fn topology(&self) -> &'static str {
         self.inner.connections.topology()
@@ -222,13 +224,13 @@ impl RedisStore {
 
     async fn check_reachable(&self) -> Result<(), Error> {
         let connect = self.inner.connections.get();
-        match tokio::time::timeout(self.inner.command_timeout, connect).await {
+        match tokio::time::timeout(self.command_timeout(), connect).await {
             Ok(Ok(_connection)) => Ok(()),
             Ok(Err(error)) => Err(unavailable("connect", error)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",
                 operation: "connect",
-                after: self.inner.command_timeout,
+                after: self.command_timeout(),
             }),
         }
     }
@@ -256,7 +258,7 @@ impl RedisStore {
         wait: Option<(u32, Duration)>,
     ) -> Result<(redis::Value, Option<i64>), Error> {
         let wait = wait.map(|(replicas, timeout)| (replicas, millis(timeout)));
-        let limit = self.inner.command_timeout
+        let limit = self.command_timeout()
             + wait.map_or(Duration::ZERO, |(_, ms)| Duration::from_millis(ms));
         let call = self.inner.connections.eval_then_wait(lua, keys, args, wait);
         match tokio::time::timeout(limit, call).await {
@@ -427,13 +429,13 @@ impl LeaseStore for RedisStore {
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         GroupKeys::new(key)?;
         let watch = self.inner.releases.watch(key);
-        match tokio::time::timeout(self.inner.command_timeout, watch).await {
+        match tokio::time::timeout(self.command_timeout(), watch).await {
             Ok(Ok(receiver)) => Ok(ReleaseWatch::new(receiver, None)),
             Ok(Err(error)) => Err(unavailable("watch", error)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",
                 operation: "watch",
-                after: self.inner.command_timeout,
+                after: self.command_timeout(),
             }),
         }
     }
@@ -443,7 +445,7 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("server", &self.inner.description)
-            .field("command_timeout", &self.inner.command_timeout)
+            .field("command_timeout", &self.command_timeout())
             .field("replica_ack", &self.inner.replica_ack)
             .finish()
     }
