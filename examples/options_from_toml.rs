@@ -36,7 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         thumbnails.max_leaders(),
         thumbnails.key("thumbnails")?
     );
-    let scheduler = Leadership::start("scheduler", store, config.scheduler).await?;
+    let scheduler = Leadership::start("scheduler", store, config.scheduler)?;
     println!("{}", scheduler.describe());
     let channel = LeaderChannel::<String>::new("outbox", &scheduler, config.outbox_channel)?;
     scheduler.wait_for_leadership().await;

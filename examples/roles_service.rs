@@ -86,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = store_from_args(&args).await?;
 
     let mut registry = LeadershipRegistry::new(store)
-        .defaults(LeadershipOptions::new().lease(Duration::from_secs(6)));
+        .defaults(LeadershipOptions::new().lease_time(Duration::from_secs(6)));
     registry.add_role("scheduler")?.add_role("outbox")?;
     let roles = registry.start()?;
     for role in roles.iter() {

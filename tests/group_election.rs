@@ -430,8 +430,8 @@ fn bad_options_fail_at_construction() {
             LeaderGroupElectionOptions::new(2)
                 .lease_time(SECOND)
                 .auto_extend(true)
-                .auto_extend_interval(SECOND),
-            "invalid `auto_extend_interval` 1s",
+                .renew_interval(SECOND),
+            "invalid `renew_interval` 1s",
         ),
         (LeaderGroupElectionOptions::new(2).wait_time(Duration::MAX), "invalid `wait_time`"),
         (LeaderGroupElectionOptions::new(2).holder_id("a\tb"), "invalid `holder_id`"),

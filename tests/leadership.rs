@@ -17,7 +17,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 fn options() -> LeadershipOptions {
     // lease 15 s, renew every 5 s, retry every 1 s + up to 250 ms.
-    LeadershipOptions::new()
+    LeadershipOptions::new().lease_time(15 * SECOND)
 }
 
 async fn leaders(instances: &[Leadership]) -> Vec<usize> {
@@ -42,9 +42,11 @@ async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
     let store = MemoryStore::new();
     let mut instances = Vec::new();
     for i in 0..5 {
-        instances.push(
-            start("scheduler", store.clone(), options().holder_id(format!("instance-{i}"))).await,
-        );
+        instances.push(start(
+            "scheduler",
+            store.clone(),
+            options().holder_id(format!("instance-{i}")),
+        ));
     }
     let first = settle(&instances, 1).await;
     let leader = &instances[first[0]];
@@ -64,9 +66,9 @@ async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
 #[tokio::test(start_paused = true)]
 async fn stop_hands_over_without_waiting_for_expiry() {
     let store = MemoryStore::new();
-    let a = start("outbox", store.clone(), options()).await;
+    let a = start("outbox", store.clone(), options());
     let term = a.wait_for_leadership().await;
-    let b = start("outbox", store.clone(), options()).await;
+    let b = start("outbox", store.clone(), options());
     sleep(SECOND).await;
     assert!(!b.is_leader());
     let stopped_at = Instant::now();
@@ -82,9 +84,9 @@ async fn stop_hands_over_without_waiting_for_expiry() {
 async fn a_crashed_leader_is_replaced_within_the_lease() {
     let shared = MemoryStore::new();
     let crashing = FaultyStore::over(shared.clone());
-    let a = start("reports", crashing.clone(), options()).await;
+    let a = start("reports", crashing.clone(), options());
     let a_term = a.wait_for_leadership().await;
-    let b = start("reports", shared.clone(), options()).await;
+    let b = start("reports", shared.clone(), options());
     sleep(SECOND).await;
     // Cut a off from the store: it renews no more and releases nothing.
     crashing.cut_off(true);
@@ -101,10 +103,10 @@ async fn a_crashed_leader_is_replaced_within_the_lease() {
 #[tokio::test(start_paused = true)]
 async fn resign_lets_another_instance_lead_first() {
     let store = MemoryStore::new();
-    let a = start("janitor", store.clone(), options()).await;
+    let a = start("janitor", store.clone(), options());
     a.wait_for_leadership().await;
-    let b = start("janitor", store.clone(), options()).await;
-    let c = start("janitor", store.clone(), options()).await;
+    let b = start("janitor", store.clone(), options());
+    let c = start("janitor", store.clone(), options());
     sleep(SECOND).await;
     let resigned_at = Instant::now();
     a.resign().await;
@@ -120,9 +122,11 @@ async fn resign_lets_another_instance_lead_first() {
 #[tokio::test(start_paused = true)]
 async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease() {
     let store = FaultyStore::new();
-    let leadership =
-        start("billing", store.clone(), options().lease(12 * SECOND).renew_interval(4 * SECOND))
-            .await;
+    let leadership = start(
+        "billing",
+        store.clone(),
+        options().lease_time(12 * SECOND).renew_interval(4 * SECOND),
+    );
     let token = leadership.wait_for_leadership().await;
     let elected_at = Instant::now();
     store.fail_renewals(2);
@@ -141,7 +145,7 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
 #[tokio::test(start_paused = true)]
 async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
     let store = MemoryStore::new();
-    let leadership = start("fenced", store.clone(), options()).await;
+    let leadership = start("fenced", store.clone(), options());
     let token = leadership.wait_for_leadership().await;
     let lease = leadership.lease().unwrap();
     // An operator frees the slot; the next renewal (within 5 s) is refused.
@@ -162,7 +166,7 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
     let (_guard, logs) = capture_logs();
     let store = FaultyStore::new();
     store.cut_off(true);
-    let leadership = start("ledger", store.clone(), options()).await;
+    let leadership = start("ledger", store.clone(), options());
     sleep(30 * SECOND).await;
     assert!(!leadership.is_leader());
     assert!(store.acquires() + store.watches() > 20, "retried every ~1 s");
@@ -179,7 +183,7 @@ async fn a_panic_in_the_loop_is_logged_and_survived() {
     let (_guard, logs) = capture_logs();
     let store = FaultyStore::new();
     store.panic_on_acquires(1);
-    let leadership = start("sturdy", store.clone(), options()).await;
+    let leadership = start("sturdy", store.clone(), options());
     timeout(10 * SECOND, leadership.wait_for_leadership()).await.expect("leads after the fault");
     assert_eq!(logs.lines_with("leadership loop faulted").len(), 1);
     assert!(!logs.lines_with("injected panic in acquire").is_empty());
@@ -190,7 +194,7 @@ async fn a_group_keeps_n_active_members_and_standbys_take_over() {
     let store = MemoryStore::new();
     let mut instances = Vec::new();
     for _ in 0..4 {
-        instances.push(start("workers", store.clone(), options().max_leaders(2)).await);
+        instances.push(start("workers", store.clone(), options().max_leaders(2)));
     }
     let active = settle(&instances, 2).await;
     instances[active[0]].stop().await;
@@ -210,7 +214,7 @@ async fn a_group_keeps_n_active_members_and_standbys_take_over() {
 #[tokio::test(start_paused = true)]
 async fn subscribers_see_every_change_with_term_and_fence() {
     let store = MemoryStore::new();
-    let leadership = start("watched", store, options()).await;
+    let leadership = start("watched", store, options());
     let mut changes = leadership.subscribe();
     let elected = *changes.wait_for(|s| s.is_leader).await.unwrap();
     assert_eq!((elected.term, elected.fence, elected.coordinated), (1, Some(1), true));
@@ -224,10 +228,9 @@ async fn subscribers_see_every_change_with_term_and_fence() {
 #[tokio::test(start_paused = true)]
 async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
     let (_guard, logs) = capture_logs();
-    let follower = start("local", DisabledStore, options()).await;
+    let follower = start("local", DisabledStore, options());
     let leader =
-        start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead))
-            .await;
+        start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead));
     sleep(60 * SECOND).await; // four leases: an uncoordinated term never runs out
     assert!(!follower.is_coordinated() && !follower.is_leader());
     assert!(!leader.is_coordinated() && leader.is_leader());
@@ -243,7 +246,7 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     let store = FaultyStore::new();
     store.lose_acquire_replies(1);
     let started = Instant::now();
-    let leadership = start("lost-reply", store.clone(), options()).await;
+    let leadership = start("lost-reply", store.clone(), options());
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.expect("elected by the retry");
     assert!(started.elapsed() <= SECOND + Duration::from_millis(250), "{:?}", started.elapsed());
     assert_eq!(store.acquires(), 2, "the lost grant and the retry that found it");
@@ -258,10 +261,10 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
     let options = options()
-        .lease(Duration::from_millis(300))
+        .lease_time(Duration::from_millis(300))
         .renew_interval(Duration::from_millis(100))
         .retry_interval(Duration::from_millis(100));
-    let leadership = start("paused", MemoryStore::new(), options).await;
+    let leadership = start("paused", MemoryStore::new(), options);
     let token = timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     let lease = leadership.lease().expect("leading");
     assert!(leadership.is_leader() && !lease.is_lost());
@@ -281,14 +284,14 @@ async fn describe_reports_the_composition_even_with_the_store_cut_off() {
     store.cut_off(true);
     let options =
         options().keys(leader::KeyOptions::new().namespace("billing:")).holder_id("node-1");
-    let leadership = start("scheduler", store.clone(), options).await;
+    let leadership = start("scheduler", store.clone(), options);
     let description = leadership.describe();
     assert_eq!(description.key, "billing:leader:scheduler");
     assert_eq!((description.store, description.max_leaders), ("faulty", 1));
     assert_eq!(
         description.to_string(),
         "role `scheduler` on faulty store key `billing:leader:scheduler` (one of 1 slots as `node-1`): \
-         lease 15s, renew every 5s, retry every 1s + up to 250ms"
+         lease time 15s, renew every 5s, retry every 1s + up to 250ms"
     );
     leadership.stop().await;
 }
@@ -299,23 +302,22 @@ async fn invalid_options_fail_before_anything_starts() {
     let err = Leadership::start(
         "x",
         store.clone(),
-        options().lease(10 * SECOND).renew_interval(6 * SECOND),
+        options().lease_time(10 * SECOND).renew_interval(6 * SECOND),
     )
-    .await
     .unwrap_err();
     assert!(err.to_string().starts_with("invalid `renew_interval` 6s"), "{err}");
-    assert!(Leadership::start("two words", store.clone(), options()).await.is_err());
+    assert!(Leadership::start("two words", store.clone(), options()).is_err());
     assert_eq!(store.acquires() + store.watches(), 0, "nothing touched the store");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
     let server = RedisServer::start();
-    let options = options().lease(10 * SECOND).retry_interval(Duration::from_millis(200));
+    let options = options().lease_time(10 * SECOND).retry_interval(Duration::from_millis(200));
     let mut instances = Vec::new();
     for _ in 0..3 {
         let store = RedisStore::connect(&server.url()).await.unwrap(); // a process each, in effect
-        instances.push(start("redis-role", store, options.clone()).await);
+        instances.push(start("redis-role", store, options.clone()));
     }
     eventually(10 * SECOND, "one leader", || async { leaders(&instances).await.len() == 1 }).await;
     sleep(Duration::from_millis(500)).await;
@@ -335,10 +337,10 @@ async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
 async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     let store = FaultyStore::new();
     let options = options()
-        .lease(Duration::from_millis(300))
+        .lease_time(Duration::from_millis(300))
         .renew_interval(Duration::from_millis(100))
         .retry_interval(Duration::from_millis(50));
-    let leadership = start("probed", store.clone(), options).await;
+    let leadership = start("probed", store.clone(), options);
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     sleep(Duration::from_millis(350)).await;
     assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
@@ -358,8 +360,8 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     .join()
     .unwrap();
     let wedged = seen.iter().find_map(|(leading, health)| match health {
-        leader::LeadershipHealth::Wedged { since_confirmed, lease } => {
-            Some((*leading, *since_confirmed > *lease))
+        leader::LeadershipHealth::Wedged { since_confirmed, lease_time } => {
+            Some((*leading, *since_confirmed > *lease_time))
         }
         leader::LeadershipHealth::Healthy => None,
     });
@@ -375,10 +377,11 @@ async fn standbys_do_not_poll_while_the_leader_renews() {
     let shared = MemoryStore::new();
     let leader_store = FaultyStore::over(shared.clone());
     let standby_store = FaultyStore::over(shared.clone());
-    let options = options().lease(15 * SECOND).renew_interval(5 * SECOND).retry_interval(SECOND);
-    let leader = start("quiet", leader_store, options.clone()).await;
+    let options =
+        options().lease_time(15 * SECOND).renew_interval(5 * SECOND).retry_interval(SECOND);
+    let leader = start("quiet", leader_store, options.clone());
     leader.wait_for_leadership().await;
-    let standby = start("quiet", standby_store.clone(), options).await;
+    let standby = start("quiet", standby_store.clone(), options);
     sleep(SECOND).await;
     let before = standby_store.acquires();
     sleep(60 * SECOND).await;

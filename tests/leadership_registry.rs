@@ -60,7 +60,7 @@ async fn every_role_is_checked_before_any_starts() {
     registry
         .add_role_with(
             "broken",
-            LeadershipOptions::new().lease(10 * SECOND).renew_interval(9 * SECOND),
+            LeadershipOptions::new().lease_time(10 * SECOND).renew_interval(9 * SECOND),
         )
         .unwrap();
     let err = registry.start().err().unwrap();

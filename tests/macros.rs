@@ -138,7 +138,7 @@ async fn lenient_per_tenant(store: MemoryStore, tenant: &str) -> u8 {
 #[tokio::test]
 async fn on_store_error_skip_turns_store_failures_into_skips() {
     let unreachable =
-        || RedisStore::from_url(&format!("redis://127.0.0.1:{}", free_port())).unwrap();
+        || RedisStore::builder(format!("redis://127.0.0.1:{}", free_port())).build().unwrap();
     let err = strict(unreachable()).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert_eq!(lenient(unreachable()).await.unwrap(), LeaderRunResult::Skipped);

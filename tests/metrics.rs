@@ -128,7 +128,7 @@ async fn a_scripted_sequence_of_elections_is_counted() {
 
     // Long-lived leadership: elected, resigned, elected again; the gauge follows.
     let leadership =
-        Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await.unwrap();
+        Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).unwrap();
     leadership.wait_for_leadership().await;
     let role = &[("role", "scheduler")];
     assert_eq!(metrics.gauge("leader_is_leader", role), 1.0);
@@ -148,7 +148,6 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     // Channel drops by reason.
     let follower =
         Leadership::start("scheduler-standby", MemoryStore::new(), LeadershipOptions::new())
-            .await
             .unwrap();
     let channel = LeaderChannel::new("events", &follower, LeaderChannelOptions::new()).unwrap();
     follower.stop().await;

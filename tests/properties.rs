@@ -61,12 +61,14 @@ proptest! {
             .min_lease_time(Duration::from_millis(min_lease_ms))
             .auto_extend(auto_extend);
         if let Some(interval) = interval_ms {
-            options = options.auto_extend_interval(Duration::from_millis(interval));
+            options = options.renew_interval(Duration::from_millis(interval));
         }
         let max_ms = 1u64 << 47;
-        let cadence_ok = !auto_extend || match interval_ms {
-            None => lease_ms >= 3,
-            Some(every) => every >= 1 && u128::from(every) * 2 <= u128::from(lease_ms),
+        let cadence_ok = match (auto_extend, interval_ms) {
+            (false, None) => true,
+            (false, Some(_)) => false, // nothing would renew: refused, not ignored
+            (true, None) => lease_ms >= 3,
+            (true, Some(every)) => every >= 1 && u128::from(every) * 2 <= u128::from(lease_ms),
         };
         let expected = max_leaders >= 1
             && wait_ms <= max_ms
@@ -269,7 +271,7 @@ async fn epoch_of(store: &MemoryStore) -> std::time::SystemTime {
     let request = AcquireRequest {
         key: "leader:epoch-probe",
         max_leaders: 1,
-        token: LeaseToken::from_u128(7),
+        token: "00000000000000000000000000000007".parse().unwrap(),
         holder: "probe",
         lease_time: Duration::from_secs(1 << 40),
     };

@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep};
 async fn groups_on_every_primary_follow_the_rules() {
     let cluster = RedisCluster::start();
     let config = deadpool_redis::cluster::Config::from_urls(cluster.urls());
-    let store = RedisStore::from_cluster_config(config).unwrap();
+    let store = RedisStore::cluster_builder(config).build().unwrap();
     assert_eq!(store.topology(), "cluster");
 
     // Groups whose names hash to slots on each of the three primaries.

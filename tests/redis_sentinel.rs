@@ -22,12 +22,12 @@ async fn a_failover_while_a_leader_holds_its_slot() {
         MASTER_NAME.to_owned(),
         deadpool_redis::sentinel::SentinelServerType::Master,
     );
-    let store = RedisStore::from_sentinel_config(config).unwrap();
+    let store = RedisStore::sentinel_builder(config).build().unwrap();
     assert_eq!(store.topology(), "sentinel");
     let options = LeaderElectionOptions::new()
         .lease_time(Duration::from_secs(30))
         .auto_extend(true)
-        .auto_extend_interval(Duration::from_secs(1));
+        .renew_interval(Duration::from_secs(1));
     let holder = LeaderElector::new(store.clone(), options.clone()).unwrap();
     let rival = LeaderElector::new(store.clone(), options).unwrap();
 

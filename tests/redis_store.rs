@@ -439,8 +439,9 @@ async fn bad_urls_and_unreachable_servers_are_clear_errors() {
     assert!(err.is_transient(), "{err:?}");
     assert!(!format!("{err} {err:?}").contains("hunter2"));
 
-    let store = RedisStore::from_url(&format!("redis://app:hunter2@127.0.0.1:{port}/0")).unwrap();
-    let shown = format!("{store:?}");
+    let store =
+        RedisStore::builder(format!("redis://app:hunter2@127.0.0.1:{port}/0")).build().unwrap();
+    let shown = format!("{store:?} {store}");
     assert!(shown.contains("app:***@127.0.0.1") && !shown.contains("hunter2"), "{shown}");
     let err = store.state("leader:x").await.unwrap_err();
     assert!(matches!(err, Error::Unavailable { operation: "state", .. }), "{err:?}");
@@ -457,9 +458,9 @@ async fn keys_with_braces_are_refused() {
 #[tokio::test]
 async fn a_paused_server_times_out_and_the_store_recovers() {
     let server = RedisServer::start();
-    let store = RedisStore::from_url(&server.url())
-        .unwrap()
-        .with_command_timeout(Duration::from_millis(300))
+    let store = RedisStore::builder(server.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
         .unwrap();
     store.state("leader:paused").await.unwrap();
     server.pause();
@@ -500,9 +501,9 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
         replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
     })
     .await;
-    let store = RedisStore::from_url(&primary.url())
-        .unwrap()
-        .with_replica_ack(1, Duration::from_millis(300))
+    let store = RedisStore::builder(primary.url())
+        .replica_ack(1, Duration::from_millis(300))
+        .build()
         .unwrap();
     let outcome = store.acquire(request("leader:replicated", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
@@ -515,9 +516,11 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
     assert!(err.is_transient());
     assert_eq!(slot_records(&primary, "leader:unreplicated"), 0, "released");
 
-    let err =
-        RedisStore::from_url(&primary.url()).unwrap().with_replica_ack(0, SECOND).unwrap_err();
-    assert!(err.to_string().starts_with("invalid `replicas` 0"), "{err}");
+    let err = RedisStore::builder(primary.url()).replica_ack(0, SECOND).build().unwrap_err();
+    assert!(
+        err.to_string().starts_with("invalid `replica_ack` 0: must be at least 1 replica"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -592,8 +595,9 @@ async fn an_exhausted_pool_is_a_timeout_not_a_hang() {
     config.pool = Some(deadpool_redis::PoolConfig::new(1));
     let pool = config.create_pool(Some(deadpool_redis::Runtime::Tokio1)).unwrap();
     let _taken = pool.get().await.unwrap(); // the application holds the only connection
-    let store = RedisStore::from_pool(pool, redis::Client::open(server.url()).unwrap())
-        .with_command_timeout(Duration::from_millis(300))
+    let store = RedisStore::pool_builder(pool, redis::Client::open(server.url()).unwrap())
+        .command_timeout(Duration::from_millis(300))
+        .build()
         .unwrap();
     let started = Instant::now();
     let err = store.acquire(request("leader:starved", 1, token())).await.unwrap_err();

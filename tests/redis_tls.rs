@@ -105,7 +105,7 @@ async fn elects_over_tls_and_verifies_the_certificate() {
     .unwrap();
     let manager = deadpool_redis::Manager::new(client.get_connection_info().clone()).unwrap();
     let pool = deadpool_redis::Pool::builder(manager).build().unwrap();
-    let store = RedisStore::from_pool(pool, client);
+    let store = RedisStore::pool_builder(pool, client).build().unwrap();
 
     let elector = LeaderElector::new(
         store.clone(),

@@ -28,14 +28,14 @@ fn every_options_type_round_trips() {
         .lease_time(Duration::from_secs(90))
         .min_lease_time(Duration::from_secs(30))
         .auto_extend(true)
-        .auto_extend_interval(Duration::from_secs(20))
+        .renew_interval(Duration::from_secs(20))
         .holder_id("node-1")
         .keys(keys.clone());
     round_trip(&election);
     round_trip(&LeaderGroupElectionOptions::from_election(3, election));
     round_trip(
         &LeadershipOptions::new()
-            .lease(Duration::from_secs(20))
+            .lease_time(Duration::from_secs(20))
             .renew_interval(Duration::from_secs(5))
             .retry_jitter(Duration::from_millis(100))
             .max_leaders(2)
@@ -95,7 +95,7 @@ min_lease_time = "1m""#,
         ),
         (
             load_error::<LeadershipOptions>(
-                r#"lease = "10s"
+                r#"lease_time = "10s"
 renew_interval = "6s""#,
             ),
             "invalid `renew_interval` 6s",
@@ -104,6 +104,11 @@ renew_interval = "6s""#,
         (load_error::<LeaderChannelOptions>(r#"capacity = 0"#), "invalid `capacity` 0"),
         (load_error::<LeaderElectionOptions>(r#"wait_time = "soon""#), "soon"),
         (load_error::<LeaderElectionOptions>(r#"lease = "10s""#), "unknown field `lease`"),
+        (load_error::<LeadershipOptions>(r#"lease = "10s""#), "unknown field `lease`"),
+        (
+            load_error::<LeaderElectionOptions>(r#"renew_interval = "1s""#),
+            "invalid `renew_interval` 1s: only used with auto_extend",
+        ),
         (
             load_error::<LeaderGroupElectionOptions>(
                 r#"max_leaders = 2

@@ -21,7 +21,7 @@ const MS: Duration = Duration::from_millis(1);
 /// Short timings for the tests that stall a real thread.
 fn short() -> LeadershipOptions {
     LeadershipOptions::new()
-        .lease(SECOND)
+        .lease_time(SECOND)
         .renew_interval(SECOND / 3)
         .retry_interval(100 * MS)
         .retry_jitter(Duration::ZERO)
@@ -35,9 +35,9 @@ fn short() -> LeadershipOptions {
 async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_everywhere() {
     let shared = MemoryStore::new();
     let a_store = FaultyStore::over(shared.clone());
-    let a = start("stalled", a_store.clone(), short().holder_id("a")).await;
+    let a = start("stalled", a_store.clone(), short().holder_id("a"));
     timeout(5 * SECOND, a.wait_for_leadership()).await.expect("a leads");
-    let b = start("stalled", shared.clone(), short().holder_id("b")).await;
+    let b = start("stalled", shared.clone(), short().holder_id("b"));
     let mut a_status = a.subscribe();
 
     a_store.delay_renewal_reply(20 * MS);
@@ -74,8 +74,8 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
 #[tokio::test(start_paused = true)]
 async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
     let store = FaultyStore::new();
-    let options = LeadershipOptions::new().lease(15 * SECOND).renew_interval(5 * SECOND);
-    let leadership = start("expiring", store.clone(), options).await;
+    let options = LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND);
+    let leadership = start("expiring", store.clone(), options);
     let first = leadership.wait_for_leadership().await;
     let first_lease = leadership.lease().unwrap();
     // The renewal at 5 s extends the slot to 20 s at the store; its reply comes at 16 s,
@@ -99,8 +99,8 @@ async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
 async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
     let store = FaultyStore::new();
     let options =
-        LeadershipOptions::new().lease(15 * SECOND).renew_interval(5 * SECOND).max_leaders(2);
-    let leadership = start("pool", store.clone(), options).await;
+        LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND).max_leaders(2);
+    let leadership = start("pool", store.clone(), options);
     let first = leadership.wait_for_leadership().await;
     store.delay_renewal_reply(11 * SECOND);
     first.cancelled().await;
@@ -118,8 +118,8 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
     // Granted at 0 s, reply at 9 s: 3 s of the 12 s lease are left on arrival.
     store.delay_acquire_reply(9 * SECOND);
     let began = Instant::now();
-    let options = LeadershipOptions::new().lease(12 * SECOND).renew_interval(4 * SECOND);
-    let leadership = start("slow-grant", store.clone(), options).await;
+    let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
+    let leadership = start("slow-grant", store.clone(), options);
     let term = leadership.wait_for_leadership().await;
     sleep(11 * SECOND).await;
     assert!(!term.is_cancelled(), "the term lapsed without a renewal (before the fix)");
@@ -135,8 +135,8 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
 async fn renewals_keep_the_cadence_from_each_send() {
     let store = FaultyStore::new();
     let began = Instant::now();
-    let options = LeadershipOptions::new().lease(12 * SECOND).renew_interval(4 * SECOND);
-    let leadership = start("cadence", store.clone(), options).await;
+    let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
+    let leadership = start("cadence", store.clone(), options);
     leadership.wait_for_leadership().await;
     sleep(2 * SECOND).await;
     store.delay_renewal_reply(3 * SECOND); // a slow reply does not shift the schedule
@@ -180,7 +180,7 @@ async fn run_if_leader_never_runs_the_body_under_an_expired_grant() {
 async fn wait_for_leadership_never_returns_an_expired_term() {
     let store = FaultyStore::new();
     store.delay_acquire_reply(16 * SECOND); // lease 15 s
-    let leadership = start("late", store.clone(), LeadershipOptions::new()).await;
+    let leadership = start("late", store.clone(), LeadershipOptions::new());
     let mut changes = leadership.subscribe();
     let term = leadership.wait_for_leadership().await;
     assert!(!term.is_cancelled());
@@ -195,7 +195,7 @@ async fn wait_for_leadership_never_returns_an_expired_term() {
 #[tokio::test(flavor = "current_thread")]
 async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
     let leadership =
-        start("gated", MemoryStore::new(), short().lease(300 * MS).renew_interval(100 * MS)).await;
+        start("gated", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
     let term = timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     let fence = leadership.fence().expect("leading");
     let lease = leadership.lease().unwrap();
@@ -214,8 +214,7 @@ async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     let leadership =
-        start("channel", MemoryStore::new(), short().lease(300 * MS).renew_interval(100 * MS))
-            .await;
+        start("channel", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
     let channel = LeaderChannel::new("events", &leadership, LeaderChannelOptions::new()).unwrap();
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     assert_eq!(channel.writer().send(1).await, Delivery::Queued);
@@ -233,7 +232,7 @@ async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
 #[tokio::test(flavor = "current_thread")]
 async fn debug_formatting_a_lease_decides_no_loss() {
     let leadership =
-        start("debug", MemoryStore::new(), short().lease(300 * MS).renew_interval(100 * MS)).await;
+        start("debug", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     let lease = leadership.lease().unwrap();
     std::thread::sleep(400 * MS);

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use leader::store::redact_url;
 use leader::{KeyOptions, LeaseStore, RedisStore};
 
 /// Show, watch and free the slots of leader groups kept in Redis.
@@ -19,9 +18,9 @@ pub struct Cli {
     /// The key format the services use; `{role}` stands for the group name.
     #[arg(long, default_value = leader::DEFAULT_KEY_FORMAT, global = true)]
     pub key_format: String,
-    /// How long to wait for Redis before giving up.
+    /// How long one Redis operation may take (the store's `command_timeout`).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
-    pub timeout: Duration,
+    pub command_timeout: Duration,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -73,14 +72,11 @@ impl Cli {
 
     /// The store, connected and checked.
     pub async fn store(&self) -> Result<RedisStore, Failure> {
-        let store = RedisStore::from_url(&self.url)?.with_command_timeout(self.timeout)?;
+        let store = RedisStore::builder(&self.url).command_timeout(self.command_timeout).build()?;
         // A cheap read that proves the server answers (and that the URL's credentials work).
         match store.state("leader:cli-connection-check").await {
             Ok(_) => Ok(store),
-            Err(error) => {
-                Err(format!("cannot reach {}: {}", redact_url(&self.url), crate::chain(&error))
-                    .into())
-            }
+            Err(error) => Err(format!("cannot reach {store}: {}", crate::chain(&error)).into()),
         }
     }
 

@@ -1,11 +1,8 @@
-//! `leader groups`: the groups under the namespace, found by their group hashes.
+//! `leader groups`: the groups under the namespace, as the store lists them.
 
 use std::process::ExitCode;
 
-use futures_util::StreamExt;
 use leader::LeaseStore;
-use leader::deadpool_redis::redis;
-use leader::deadpool_redis::redis::AsyncCommands;
 
 use crate::args::{Cli, Failure};
 
@@ -14,27 +11,15 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
     let (prefix, suffix) =
         cli.key_format.split_once("{role}").unwrap_or((cli.key_format.as_str(), ""));
     let prefix = format!("{}{prefix}", cli.namespace);
-    let client = redis::Client::open(cli.url.as_str())?;
-    let mut connection = client.get_multiplexed_async_connection().await?;
-    // Every group that was ever granted keeps its hash `{key}:group` (it has no TTL, so its
-    // last fence survives); SCAN never blocks the server.
-    let pattern = format!("{{{}*{}}}:group", glob_escape(&prefix), glob_escape(suffix));
-    let scanned: Vec<redis::RedisResult<String>> =
-        connection.scan_match(&pattern).await?.collect().await;
-    let mut keys = scanned.into_iter().collect::<Result<Vec<String>, _>>()?;
-    keys.sort();
     let mut groups = Vec::new();
-    for group_key in keys {
-        let Some(key) = group_key.strip_prefix('{').and_then(|k| k.strip_suffix("}:group")) else {
-            continue;
-        };
+    for key in store.list_groups(&prefix, suffix).await? {
         let name = key
             .strip_prefix(&prefix)
             .and_then(|k| k.strip_suffix(suffix))
-            .unwrap_or(key)
+            .unwrap_or(&key)
             .to_owned();
-        let snapshot = store.state(key).await?;
-        groups.push((name, key.to_owned(), snapshot));
+        let snapshot = store.state(&key).await?;
+        groups.push((name, key, snapshot));
     }
     if json {
         let list: Vec<serde_json::Value> = groups
@@ -57,15 +42,4 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `text` with the glob characters of SCAN MATCH escaped.
-fn glob_escape(text: &str) -> String {
-    text.chars().fold(String::new(), |mut out, c| {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-        out
-    })
 }

@@ -5,9 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use leader::LeaseStore;
-use leader::deadpool_redis::redis;
-use leader::store::{GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX};
+use leader::{LeaseStore, RedisStore};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::args::{Cli, Failure};
@@ -17,13 +15,9 @@ pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<E
     let key = cli.key(group)?;
     let store = cli.store().await?;
     let client = redis::Client::open(cli.url.as_str())?;
+    let layout = RedisStore::group_layout(&key)?;
     let mut pubsub = client.get_async_pubsub().await?;
-    pubsub
-        .subscribe(&[
-            format!("{GRANT_CHANNEL_PREFIX}{key}"),
-            format!("{RELEASE_CHANNEL_PREFIX}{key}"),
-        ])
-        .await?;
+    pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
     let mut changes = pubsub.into_on_message();
     let end = duration.map(|d| Instant::now() + d);
     let redraw_in_place = std::io::stdout().is_terminal();

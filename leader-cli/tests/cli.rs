@@ -122,10 +122,13 @@ async fn release_frees_a_slot_only_with_its_token() {
 #[tokio::test]
 async fn errors_are_clear_and_exit_with_2() {
     let unreachable = format!("redis://app:hunter2@127.0.0.1:{}", free_port());
-    let output = leader(&unreachable, &["state", "x", "--timeout", "2s"]);
+    let output = leader(&unreachable, &["state", "x", "--command-timeout", "2s"]);
     assert_eq!(output.status.code(), Some(2));
     let message = stderr(&output);
-    assert!(message.starts_with("error: cannot reach redis://app:***@127.0.0.1:"), "{message}");
+    assert!(
+        message.starts_with("error: cannot reach redis standalone redis://app:***@127.0.0.1:"),
+        "{message}"
+    );
     assert!(!message.contains("hunter2"), "{message}");
 
     let output = leader("http://localhost", &["state", "x"]);

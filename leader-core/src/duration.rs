@@ -31,6 +31,35 @@ pub(crate) fn positive(option: &'static str, value: Duration) -> Result<Duration
     within_limit(option, value)
 }
 
+/// The renewal cadence of a `lease_time` lease: `chosen`, or `lease_time / 3`. Between 1 ms
+/// and `lease_time / 2`, so a failed renewal can be retried before the lease ends. The one
+/// rule for electors' auto-extension and for leadership.
+pub(crate) fn renew_interval(
+    lease_time: Duration,
+    chosen: Option<Duration>,
+) -> Result<Duration, Error> {
+    let ceiling = lease_time / 2;
+    match chosen {
+        None if lease_time / 3 < Duration::from_millis(1) => Err(Error::invalid_option(
+            "lease_time",
+            lease_time,
+            "must be at least 3ms to be renewed, every lease_time / 3 by default",
+        )),
+        None => Ok(lease_time / 3),
+        Some(every) if every < Duration::from_millis(1) || every > ceiling => {
+            Err(Error::invalid_option(
+                "renew_interval",
+                every,
+                format!(
+                    "must be between 1ms and lease_time / 2 ({ceiling:?}) so renewals beat the \
+                     lease"
+                ),
+            ))
+        }
+        Some(every) => Ok(every),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

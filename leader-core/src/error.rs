@@ -103,7 +103,7 @@ pub enum Error {
     /// Fewer replicas than required acknowledged a grant in time; the slot was released.
     #[error(
         "only {acknowledged} of {required} replicas acknowledged the grant within {timeout:?}; \
-         the slot was released (replica acknowledgement is best-effort, see RedisStore::with_replica_ack)"
+         the slot was released (replica acknowledgement is best-effort, see RedisStoreBuilder::replica_ack)"
     )]
     NotReplicated {
         /// Replicas that acknowledged.
@@ -144,7 +144,7 @@ pub enum Error {
 
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
-    Random(#[source] getrandom::Error),
+    Random(#[source] std::io::Error),
 }
 
 impl Error {

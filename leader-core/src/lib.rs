@@ -36,10 +36,6 @@ pub use channel::{
     Delivery, DropCounts, DropReason, FullMode, LeaderChannel, LeaderChannelOptions,
     LeaderChannelReader, LeaderChannelWriter,
 };
-/// The deadpool-redis (and, as `deadpool_redis::redis`, redis) version the Redis store is
-/// built on, for building its configurations and pools.
-#[cfg(feature = "redis")]
-pub use deadpool_redis;
 pub use default_store::{default_store, install_default_store};
 pub use duration::MAX_DURATION;
 pub use election::{
@@ -48,12 +44,13 @@ pub use election::{
 };
 pub use error::{BoxError, Error};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
-pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER, check_name};
+pub(crate) use key::check_name;
+pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER};
 pub use leadership::{
     Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,
-    LeadershipSettings, LeadershipStatus, Roles, WhenUncoordinated,
+    LeadershipStatus, Roles, WhenUncoordinated,
 };
-#[cfg(feature = "redis")]
-pub use store::RedisStore;
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
+#[cfg(feature = "redis")]
+pub use store::{RedisStore, RedisStoreBuilder};
 pub use token::LeaseToken;

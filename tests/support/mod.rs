@@ -223,12 +223,12 @@ impl LeaseStore for FaultyStore {
 }
 
 /// Starts a leadership of `role`; the options must be valid (a test's own mistake if not).
-pub async fn start(
+pub fn start(
     role: &str,
     store: impl LeaseStore + 'static,
     options: leader::LeadershipOptions,
 ) -> leader::Leadership {
-    leader::Leadership::start(role, store, options).await.expect("valid options")
+    leader::Leadership::start(role, store, options).expect("valid options")
 }
 
 /// Polls `check` every few milliseconds until it holds, for at most `within`.

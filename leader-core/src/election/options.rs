@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::{positive, within_limit};
+use crate::duration::{positive, renew_interval, within_limit};
 use crate::holder::{check_holder_id, default_holder_id};
 use crate::{Error, KeyOptions};
 
@@ -43,17 +43,14 @@ pub struct LeaderElectionOptions {
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     min_lease_time: Duration,
     auto_extend: bool,
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "auto_extend_interval", with = "humantime_serde")
-    )]
-    extend_interval: Option<Duration>,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    renew_interval: Option<Duration>,
     holder_id: Option<String>,
     keys: KeyOptions,
 }
 
 crate::serde_support::validated_serde!(LeaderElectionOptions, |options: &LeaderElectionOptions| {
-    options.validate(1).map(drop)
+    options.validate()
 });
 
 impl Default for LeaderElectionOptions {
@@ -63,7 +60,7 @@ impl Default for LeaderElectionOptions {
             lease_time: DEFAULT_LEASE_TIME,
             min_lease_time: Duration::ZERO,
             auto_extend: false,
-            extend_interval: None,
+            renew_interval: None,
             holder_id: None,
             keys: KeyOptions::default(),
         }
@@ -99,18 +96,18 @@ impl LeaderElectionOptions {
         self
     }
 
-    /// Renew the slot while the body runs, every `lease_time / 3` unless
-    /// [`auto_extend_interval`](Self::auto_extend_interval) says otherwise. Default: false,
-    /// so the loss signal fires when `lease_time` passes.
+    /// Renew the slot while the body runs, every [`renew_interval`](Self::renew_interval).
+    /// Default: false, so the loss signal fires when `lease_time` passes.
     pub fn auto_extend(mut self, auto_extend: bool) -> Self {
         self.auto_extend = auto_extend;
         self
     }
 
-    /// How often auto-extension renews. Default: `lease_time / 3`. Between 1 ms and
-    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends.
-    pub fn auto_extend_interval(mut self, interval: Duration) -> Self {
-        self.extend_interval = Some(interval);
+    /// How often [`auto_extend`](Self::auto_extend) renews. Default: `lease_time / 3`.
+    /// Between 1 ms and `lease_time / 2`, so a failed renewal can be retried before the lease
+    /// ends. Setting it without `auto_extend` is refused: nothing would renew.
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.renew_interval = Some(every);
         self
     }
 
@@ -127,8 +124,25 @@ impl LeaderElectionOptions {
         self
     }
 
-    /// Checks every option, as the electors' constructors do, and returns the settings.
-    pub(crate) fn validate(&self, max_leaders: u32) -> Result<Settings, Error> {
+    /// Checks every option as [`LeaderElector::new`](crate::LeaderElector::new) does,
+    /// touching no store; the error names the first value out of range.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leader_core::LeaderElectionOptions;
+    ///
+    /// let options = LeaderElectionOptions::new().renew_interval(Duration::from_secs(5));
+    /// assert_eq!(
+    ///     options.validate().unwrap_err().to_string(),
+    ///     "invalid `renew_interval` 5s: only used with auto_extend, which is off"
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        self.settings(1).map(drop)
+    }
+
+    /// Checks every option for groups of `max_leaders`, and returns the settings.
+    pub(crate) fn settings(&self, max_leaders: u32) -> Result<Settings, Error> {
         if max_leaders == 0 {
             return Err(Error::invalid_option(
                 "max_leaders",
@@ -146,8 +160,17 @@ impl LeaderElectionOptions {
                 format!("must be at most lease_time ({lease_time:?})"),
             ));
         }
-        let extend_every =
-            if self.auto_extend { Some(self.checked_extend_interval(lease_time)?) } else { None };
+        let extend_every = match (self.auto_extend, self.renew_interval) {
+            (true, chosen) => Some(renew_interval(lease_time, chosen)?),
+            (false, None) => None,
+            (false, Some(every)) => {
+                return Err(Error::invalid_option(
+                    "renew_interval",
+                    every,
+                    "only used with auto_extend, which is off",
+                ));
+            }
+        };
         let holder_id = match &self.holder_id {
             Some(holder_id) => holder_id.clone(),
             None => default_holder_id(),
@@ -163,29 +186,6 @@ impl LeaderElectionOptions {
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
         })
-    }
-
-    fn checked_extend_interval(&self, lease_time: Duration) -> Result<Duration, Error> {
-        let ceiling = lease_time / 2;
-        match self.extend_interval {
-            None if lease_time / 3 < Duration::from_millis(1) => Err(Error::invalid_option(
-                "lease_time",
-                lease_time,
-                "must be at least 3ms with auto_extend, which renews every lease_time / 3",
-            )),
-            None => Ok(lease_time / 3),
-            Some(every) if every < Duration::from_millis(1) || every > ceiling => {
-                Err(Error::invalid_option(
-                    "auto_extend_interval",
-                    every,
-                    format!(
-                        "must be between 1ms and lease_time / 2 ({ceiling:?}) so renewals beat \
-                         the lease"
-                    ),
-                ))
-            }
-            Some(every) => Ok(every),
-        }
     }
 }
 
@@ -236,7 +236,7 @@ mod group_config {
         #[serde(default)]
         auto_extend: bool,
         #[serde(default, with = "humantime_serde")]
-        auto_extend_interval: Option<Duration>,
+        renew_interval: Option<Duration>,
         #[serde(default)]
         holder_id: Option<String>,
         #[serde(default)]
@@ -253,7 +253,7 @@ mod group_config {
                 lease_time: config.lease_time.unwrap_or(defaults.lease_time),
                 min_lease_time: config.min_lease_time.unwrap_or(defaults.min_lease_time),
                 auto_extend: config.auto_extend,
-                extend_interval: config.auto_extend_interval,
+                renew_interval: config.renew_interval,
                 holder_id: config.holder_id,
                 keys: config.keys,
             };
@@ -272,7 +272,7 @@ mod group_config {
                 lease_time: Some(election.lease_time),
                 min_lease_time: Some(election.min_lease_time),
                 auto_extend: election.auto_extend,
-                auto_extend_interval: election.extend_interval,
+                renew_interval: election.renew_interval,
                 holder_id: election.holder_id,
                 keys: election.keys,
             }
@@ -316,9 +316,9 @@ impl LeaderGroupElectionOptions {
         self.map(|o| o.auto_extend(auto_extend))
     }
 
-    /// See [`LeaderElectionOptions::auto_extend_interval`]. Default: `lease_time / 3`.
-    pub fn auto_extend_interval(self, interval: Duration) -> Self {
-        self.map(|o| o.auto_extend_interval(interval))
+    /// See [`LeaderElectionOptions::renew_interval`]. Default: `lease_time / 3`.
+    pub fn renew_interval(self, every: Duration) -> Self {
+        self.map(|o| o.renew_interval(every))
     }
 
     /// See [`LeaderElectionOptions::holder_id`]. Default: `hostname:pid:random`.
@@ -335,8 +335,14 @@ impl LeaderGroupElectionOptions {
         LeaderGroupElectionOptions { max_leaders: self.max_leaders, election: f(self.election) }
     }
 
-    pub(crate) fn validate(&self) -> Result<Settings, Error> {
-        self.election.validate(self.max_leaders)
+    /// Checks every option as [`LeaderGroupElector::new`](crate::LeaderGroupElector::new)
+    /// does, touching no store; the error names the first value out of range.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.settings().map(drop)
+    }
+
+    pub(crate) fn settings(&self) -> Result<Settings, Error> {
+        self.election.settings(self.max_leaders)
     }
 }
 
@@ -363,7 +369,7 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        let settings = LeaderGroupElectionOptions::new(1).validate().unwrap();
+        let settings = LeaderGroupElectionOptions::new(1).settings().unwrap();
         assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
         assert_eq!(settings.wait_time, Duration::ZERO);
         assert_eq!(settings.extend_every, None);
@@ -404,22 +410,28 @@ mod tests {
         let slow = LeaderGroupElectionOptions::new(1)
             .lease_time(Duration::from_secs(9))
             .auto_extend(true)
-            .auto_extend_interval(Duration::from_secs(5));
+            .renew_interval(Duration::from_secs(5));
         assert_eq!(
             error(slow),
-            "invalid `auto_extend_interval` 5s: must be between 1ms and lease_time / 2 (4.5s) \
+            "invalid `renew_interval` 5s: must be between 1ms and lease_time / 2 (4.5s) \
              so renewals beat the lease"
         );
         let tiny_lease = LeaderGroupElectionOptions::new(1)
             .lease_time(Duration::from_millis(2))
             .auto_extend(true);
-        assert!(error(tiny_lease).contains("at least 3ms with auto_extend"));
+        assert!(error(tiny_lease).contains("at least 3ms to be renewed"));
         let ok = LeaderGroupElectionOptions::new(1)
             .lease_time(Duration::from_secs(9))
             .auto_extend(true)
-            .validate()
+            .settings()
             .unwrap();
         assert_eq!(ok.extend_every, Some(Duration::from_secs(3)));
+        let without_auto_extend =
+            LeaderGroupElectionOptions::new(1).renew_interval(Duration::from_secs(1));
+        assert_eq!(
+            error(without_auto_extend),
+            "invalid `renew_interval` 1s: only used with auto_extend, which is off"
+        );
     }
 
     #[test]

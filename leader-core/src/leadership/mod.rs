@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use options::{LeadershipOptions, LeadershipSettings, WhenUncoordinated};
+pub(crate) use options::LeadershipSettings;
+pub use options::{LeadershipOptions, WhenUncoordinated};
 pub use registry::{LeadershipRegistry, Roles};
 pub use status::{LeadershipDescription, LeadershipHealth, LeadershipStatus};
 
@@ -46,7 +47,7 @@ use crate::{Error, Lease, LeaseStore, telemetry};
 /// use leader_core::{Leadership, LeadershipOptions, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-/// let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await?;
+/// let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new())?;
 /// let term = leadership.wait_for_leadership().await; // cancelled when this term ends
 /// assert!(leadership.is_leader() && !term.is_cancelled());
 /// leadership.stop().await; // hands over at once
@@ -108,24 +109,20 @@ impl Drop for StopOnDrop {
 }
 
 impl Leadership {
-    /// Checks `options` for `role` and starts the background loop; returns at once, before
-    /// any election. Fails only on invalid options, names or keys.
-    pub async fn start(
+    /// Checks `options` for `role` and starts the background loop on the current tokio
+    /// runtime; returns at once, before any election. Fails only on invalid options, names
+    /// or keys, naming the first value out of range.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn` does.
+    pub fn start(
         role: &str,
         store: impl LeaseStore + 'static,
         options: LeadershipOptions,
     ) -> Result<Self, Error> {
-        Self::start_shared(role, Arc::new(store), options)
-    }
-
-    /// [`start`](Self::start) over a store already shared as `Arc<dyn LeaseStore>`.
-    pub fn start_shared(
-        role: &str,
-        store: Arc<dyn LeaseStore>,
-        options: LeadershipOptions,
-    ) -> Result<Self, Error> {
-        let settings = options.validate(role)?;
-        Ok(Self::start_validated(settings, store))
+        let settings = options.settings(role)?;
+        Ok(Self::start_validated(settings, Arc::new(store)))
     }
 
     pub(crate) fn start_validated(
@@ -186,7 +183,7 @@ impl Leadership {
     /// ```
     /// # use leader_core::{Leadership, LeadershipOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-    /// # let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await?;
+    /// # let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new())?;
     /// # leadership.wait_for_leadership().await;
     /// # async fn fire_job(_fence: u64) {}
     /// if let Some(fence) = leadership.fence() {
@@ -264,14 +261,14 @@ impl Leadership {
     /// is older than the lease: a wedged loop, which neither renews nor steps down. Touches
     /// nothing.
     pub fn health(&self) -> LeadershipHealth {
-        let lease = self.shared.settings.lease;
+        let lease_time = self.shared.settings.lease_time;
         // The loop's own hold, not `is_leader()`'s deadline check: a loop that works steps
         // down as soon as a term ends, however the end was decided; a wedged one does not.
         // Uncoordinated leadership renews nothing, so it cannot be wedged.
         let coordinated = self.status().coordinated;
         match self.shared.held_lease().filter(|_| coordinated) {
-            Some(current) if current.since_confirmed() > lease => {
-                LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease }
+            Some(current) if current.since_confirmed() > lease_time => {
+                LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease_time }
             }
             _ => LeadershipHealth::Healthy,
         }
@@ -288,7 +285,7 @@ impl Leadership {
             when_uncoordinated: settings.when_uncoordinated,
             max_leaders: settings.max_leaders,
             holder_id: settings.holder_id.to_string(),
-            lease: settings.lease,
+            lease_time: settings.lease_time,
             renew_interval: settings.renew_interval,
             retry_interval: settings.retry_interval,
             retry_jitter: settings.retry_jitter,

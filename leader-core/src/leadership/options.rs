@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::{positive, within_limit};
+use crate::duration::{positive, renew_interval, within_limit};
 use crate::holder::{check_holder_id, default_holder_id};
-use crate::{Error, KeyOptions};
+use crate::{DEFAULT_LEASE_TIME, Error, KeyOptions};
 
 /// What a leadership does over a store that does not coordinate (a
 /// [`DisabledStore`](crate::DisabledStore)).
@@ -24,20 +24,21 @@ pub enum WhenUncoordinated {
 }
 
 /// Options of a [`Leadership`](crate::Leadership), checked by `Leadership::start` (and by a
-/// registry before it starts any role).
+/// registry before it starts any role). Setters never fail; [`validate`](Self::validate)
+/// and the constructors name the first value that is out of range.
 ///
 /// ```
 /// use std::time::Duration;
 /// use leader_core::{LeadershipOptions, MemoryStore};
 ///
 /// let options = LeadershipOptions::new()
-///     .lease(Duration::from_secs(10))
-///     .renew_interval(Duration::from_secs(6)); // more than lease / 2
-/// let err = options.validate("scheduler").unwrap_err();
+///     .lease_time(Duration::from_secs(10))
+///     .renew_interval(Duration::from_secs(6)); // more than lease_time / 2
+/// let err = options.validate().unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
-///     "invalid `renew_interval` 6s: must be between 1ms and lease / 2 (5s), so a failed \
-///      renewal can be retried before the lease ends"
+///     "invalid `renew_interval` 6s: must be between 1ms and lease_time / 2 (5s) so renewals \
+///      beat the lease"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub enum WhenUncoordinated {
 )]
 pub struct LeadershipOptions {
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
-    lease: Duration,
+    lease_time: Duration,
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     renew_interval: Option<Duration>,
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
@@ -61,12 +62,12 @@ pub struct LeadershipOptions {
     when_uncoordinated: WhenUncoordinated,
 }
 
-crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::check);
+crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::validate);
 
 impl Default for LeadershipOptions {
     fn default() -> Self {
         LeadershipOptions {
-            lease: Duration::from_secs(15),
+            lease_time: DEFAULT_LEASE_TIME,
             renew_interval: None,
             retry_interval: Duration::from_secs(1),
             retry_jitter: None,
@@ -79,19 +80,21 @@ impl Default for LeadershipOptions {
 }
 
 impl LeadershipOptions {
-    /// The defaults: a 15 s lease renewed every 5 s, candidates retrying every 1 s (plus up to
+    /// The defaults: a 30 s lease renewed every 10 s, candidates retrying every 1 s (plus up to
     /// 250 ms of jitter), one leader, key `leader:{role}`.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// How long a term lasts without renewal. Default: 15 s. At least 1 ms.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
+    /// How long a term lasts without renewal, on the store's clock: a crashed leader's slot
+    /// is free again after at most this long. Default: 30 s. At least 1 ms.
+    pub fn lease_time(mut self, lease_time: Duration) -> Self {
+        self.lease_time = lease_time;
         self
     }
 
-    /// How often the leader renews. Default: `lease / 3`. Between 1 ms and `lease / 2`.
+    /// How often the leader renews. Default: `lease_time / 3`. Between 1 ms and
+    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends.
     pub fn renew_interval(mut self, every: Duration) -> Self {
         self.renew_interval = Some(every);
         self
@@ -137,15 +140,17 @@ impl LeadershipOptions {
         self
     }
 
-    /// Checks every option that does not depend on the role (the key options too), touching
-    /// no store.
-    pub fn check(&self) -> Result<(), Error> {
+    /// Checks every option (the key options too) as `Leadership::start` does, touching no
+    /// store; the error names the first value out of range. A role's name and resolved key
+    /// are checked when it starts, or for many roles at once by
+    /// [`LeadershipRegistry::validate`](crate::LeadershipRegistry::validate).
+    pub fn validate(&self) -> Result<(), Error> {
         self.keys.validate()?;
         self.checked_with_key(String::new()).map(drop)
     }
 
-    /// Checks every option and resolves the key of `role`, touching no store.
-    pub fn validate(&self, role: &str) -> Result<LeadershipSettings, Error> {
+    /// Checks every option and resolves the key of `role`.
+    pub(crate) fn settings(&self, role: &str) -> Result<LeadershipSettings, Error> {
         let key = self.keys.resolve(role)?;
         let mut settings = self.checked_with_key(key)?;
         settings.role = role.to_owned();
@@ -153,19 +158,8 @@ impl LeadershipOptions {
     }
 
     fn checked_with_key(&self, key: String) -> Result<LeadershipSettings, Error> {
-        let lease = positive("lease", self.lease)?;
-        let ceiling = lease / 2;
-        let renew_interval = self.renew_interval.unwrap_or(lease / 3);
-        if renew_interval < Duration::from_millis(1) || renew_interval > ceiling {
-            return Err(Error::invalid_option(
-                "renew_interval",
-                renew_interval,
-                format!(
-                    "must be between 1ms and lease / 2 ({ceiling:?}), so a failed renewal can be \
-                     retried before the lease ends"
-                ),
-            ));
-        }
+        let lease_time = positive("lease_time", self.lease_time)?;
+        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
         let retry_interval = positive("retry_interval", self.retry_interval)?;
         let retry_jitter =
             within_limit("retry_jitter", self.retry_jitter.unwrap_or(retry_interval / 4))?;
@@ -188,7 +182,7 @@ impl LeadershipOptions {
         Ok(LeadershipSettings {
             role: String::new(),
             key,
-            lease,
+            lease_time,
             renew_interval,
             retry_interval,
             retry_jitter,
@@ -201,13 +195,13 @@ impl LeadershipOptions {
 
 /// Options after validation, with the role's resolved key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeadershipSettings {
+pub(crate) struct LeadershipSettings {
     /// The role.
     pub role: String,
     /// The role's resolved store key.
     pub key: String,
     /// The lease of a term.
-    pub lease: Duration,
+    pub lease_time: Duration,
     /// The renewal cadence.
     pub renew_interval: Duration,
     /// The candidates' retry cadence.
@@ -240,9 +234,10 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        let settings = LeadershipOptions::new().validate("scheduler").unwrap();
+        let settings = LeadershipOptions::new().settings("scheduler").unwrap();
         assert_eq!(settings.key, "leader:scheduler");
-        assert_eq!(settings.renew_interval, Duration::from_secs(5));
+        assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
+        assert_eq!(settings.renew_interval, Duration::from_secs(10));
         assert_eq!(settings.retry_jitter, Duration::from_millis(250));
         let delay = settings.retry_delay();
         assert!(
@@ -254,7 +249,7 @@ mod tests {
     #[test]
     fn refuses_bad_values() {
         let cases = [
-            (LeadershipOptions::new().lease(Duration::ZERO), "invalid `lease` 0ns"),
+            (LeadershipOptions::new().lease_time(Duration::ZERO), "invalid `lease_time` 0ns"),
             (
                 LeadershipOptions::new().renew_interval(Duration::ZERO),
                 "invalid `renew_interval` 0ns",
@@ -269,14 +264,14 @@ mod tests {
             ),
             (LeadershipOptions::new().max_leaders(0), "invalid `max_leaders` 0"),
             (LeadershipOptions::new().holder_id(""), "invalid `holder_id`"),
-            (LeadershipOptions::new().lease(Duration::MAX), "invalid `lease`"),
+            (LeadershipOptions::new().lease_time(Duration::MAX), "invalid `lease_time`"),
         ];
         for (options, expected) in cases {
-            let err = options.validate("role").unwrap_err().to_string();
+            let err = options.validate().unwrap_err().to_string();
             assert!(err.starts_with(expected), "{err:?} does not start with {expected:?}");
         }
         assert!(matches!(
-            LeadershipOptions::new().validate("two words"),
+            LeadershipOptions::new().settings("two words"),
             Err(Error::InvalidName { .. })
         ));
     }

@@ -18,7 +18,7 @@ use crate::{Error, LeaseStore, check_name};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
 /// let mut registry = LeadershipRegistry::new(MemoryStore::new());
 /// registry.add_role("scheduler")?;
-/// registry.add_role_with("outbox", LeadershipOptions::new().lease(Duration::from_secs(30)))?;
+/// registry.add_role_with("outbox", LeadershipOptions::new().lease_time(Duration::from_secs(10)))?;
 /// assert!(registry.add_role("scheduler").is_err());
 ///
 /// let roles = registry.start()?;
@@ -72,11 +72,16 @@ impl LeadershipRegistry {
         Ok(self)
     }
 
-    /// Checks every role's options and key, touching no store.
-    pub fn validate(&self) -> Result<Vec<LeadershipSettings>, Error> {
+    /// Checks every role's options and resolved key as [`start`](Self::start) does,
+    /// touching no store: the first invalid value, or two roles that share a key, fail.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.settings().map(drop)
+    }
+
+    fn settings(&self) -> Result<Vec<LeadershipSettings>, Error> {
         let mut settings: Vec<LeadershipSettings> = Vec::with_capacity(self.roles.len());
         for (role, options) in &self.roles {
-            let checked = options.as_ref().unwrap_or(&self.defaults).validate(role)?;
+            let checked = options.as_ref().unwrap_or(&self.defaults).settings(role)?;
             if let Some(same) = settings.iter().find(|earlier| earlier.key == checked.key) {
                 return Err(Error::RolesShareKey {
                     first: same.role.clone(),
@@ -89,9 +94,9 @@ impl LeadershipRegistry {
         Ok(settings)
     }
 
-    /// Validates every role, then starts them all.
+    /// Validates every role, then starts them all on the current tokio runtime.
     pub fn start(self) -> Result<Roles, Error> {
-        let settings = self.validate()?;
+        let settings = self.settings()?;
         let leaderships = settings
             .into_iter()
             .map(|settings| Leadership::start_validated(settings, self.store.clone()))

@@ -96,7 +96,7 @@ async fn one_term(
     if !begin_term(shared, &lease, term) {
         // The deadline passed between the grant's check and now (a stall): never published.
         step_down(shared, LossReason::Expired);
-        release(shared, token, Some(settings.lease)).await;
+        release(shared, token, Some(settings.lease_time)).await;
         return Next::Stand;
     }
     state.term = term;
@@ -104,13 +104,13 @@ async fn one_term(
     tracing::info!(role = %settings.role, holder = %settings.holder_id, term, fence = lease.fence(), "elected");
 
     let ended = tokio::select! {
-        reason = keep_renewing(&*shared.store, &lease, settings.lease, settings.renew_interval, &mut state.outage) => {
+        reason = keep_renewing(&*shared.store, &lease, settings.lease_time, settings.renew_interval, &mut state.outage) => {
             tracing::warn!(role = %settings.role, term, %reason, "lost leadership");
             step_down(shared, reason);
             if reason != LossReason::Refused {
                 // A renewal cut off by the deadline may still have extended the slot: give
                 // it back, so the role does not wait a lease for a slot held by nobody.
-                release(shared, token, Some(settings.lease)).await;
+                release(shared, token, Some(settings.lease_time)).await;
             }
             return Next::Stand;
         }
@@ -180,7 +180,7 @@ async fn stand(
             max_leaders: settings.max_leaders,
             token,
             holder: &settings.holder_id,
-            lease_time: settings.lease,
+            lease_time: settings.lease_time,
         };
         let sent_at = Instant::now();
         let wait = match telemetry::acquire(&*shared.store, request).await {
@@ -195,7 +195,7 @@ async fn stand(
                 // this as a lost attempt.
                 succeeded(shared, state);
                 tracing::warn!(role = %settings.role, fence = grant.fence, "grant arrived after its local deadline; released it");
-                release(shared, token, Some(settings.lease)).await;
+                release(shared, token, Some(settings.lease_time)).await;
                 return Err(Next::StandAfter(settings.retry_delay()));
             }
             Ok(AcquireOutcome::Full { nearest_expiry }) => {

@@ -34,8 +34,8 @@ pub enum LeadershipHealth {
     Wedged {
         /// Time since the last successful grant or renewal.
         since_confirmed: Duration,
-        /// The lease it exceeded.
-        lease: Duration,
+        /// The lease time it exceeded.
+        lease_time: Duration,
     },
 }
 
@@ -64,8 +64,8 @@ pub struct LeadershipDescription {
     pub max_leaders: u32,
     /// This instance's id.
     pub holder_id: String,
-    /// The lease of a term.
-    pub lease: Duration,
+    /// The lease time of a term.
+    pub lease_time: Duration,
     /// The renewal cadence.
     pub renew_interval: Duration,
     /// The candidates' retry cadence.
@@ -78,7 +78,7 @@ impl fmt::Display for LeadershipDescription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "role `{}` on {} store key `{}` ({} of {} slots as `{}`): lease {:?}, renew every {:?}, \
+            "role `{}` on {} store key `{}` ({} of {} slots as `{}`): lease time {:?}, renew every {:?}, \
              retry every {:?} + up to {:?}",
             self.role,
             self.store,
@@ -86,7 +86,7 @@ impl fmt::Display for LeadershipDescription {
             if self.coordinated { "one" } else { "uncoordinated, one" },
             self.max_leaders,
             self.holder_id,
-            self.lease,
+            self.lease_time,
             self.renew_interval,
             self.retry_interval,
             self.retry_jitter

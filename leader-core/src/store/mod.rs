@@ -17,9 +17,15 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{
-    DEFAULT_COMMAND_TIMEOUT, GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX, RedisStore, redact_url,
-};
+#[doc(hidden)]
+pub use self::redis::ScriptCall;
+#[cfg(feature = "redis")]
+pub use self::redis::{DEFAULT_COMMAND_TIMEOUT, RedisGroupLayout, RedisStore, RedisStoreBuilder};
+/// The deadpool-redis version the Redis store is built on (with `deadpool_redis::redis`,
+/// redis-rs): the Sentinel and Cluster configurations and the pools that
+/// [`RedisStore`]'s builders take are its types.
+#[cfg(feature = "redis")]
+pub use deadpool_redis;
 pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
 pub use watch::ReleaseWatch;

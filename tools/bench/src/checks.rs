@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use leader::deadpool_redis::redis;
 use leader::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
+    ScriptCall,
 };
 use leader::{
     Error, LeaderElectionOptions, LeaderElector, Leadership, LeadershipOptions, LeaseStore,
@@ -21,18 +21,6 @@ use tokio::time::{Instant, sleep};
 
 use crate::server::Server;
 use crate::stats;
-
-/// Our two hot scripts, as the store sends them (the prelude, then the script).
-const ACQUIRE_LUA: &str = concat!(
-    include_str!("../../../leader-core/src/store/redis/prelude.lua"),
-    "\n",
-    include_str!("../../../leader-core/src/store/redis/acquire.lua")
-);
-const RELEASE_LUA: &str = concat!(
-    include_str!("../../../leader-core/src/store/redis/prelude.lua"),
-    "\n",
-    include_str!("../../../leader-core/src/store/redis/release.lua")
-);
 
 fn request(key: &str, token: LeaseToken) -> AcquireRequest<'_> {
     AcquireRequest {
@@ -59,30 +47,19 @@ async fn load_script(connection: &mut redis::aio::MultiplexedConnection, source:
 /// from them is, if anything, too high.
 pub async fn ceiling(server: &Server, requests: u64) -> Ceiling {
     let mut connection = server.connection().await;
-    let acquire = load_script(&mut connection, ACQUIRE_LUA).await;
-    let release = load_script(&mut connection, RELEASE_LUA).await;
-    let acquire_args = [
-        "EVALSHA",
-        &acquire,
-        "2",
-        "{c:__rand_int__}:group",
-        "{c:__rand_int__}:full",
-        "__rand_int__",
-        "bench",
-        "10000",
-        "1",
-        "leader:granted:c",
-    ];
-    let release_args = [
-        "EVALSHA",
-        &release,
-        "2",
-        "{c:__rand_int__}:group",
-        "{c:__rand_int__}:full",
-        "__rand_int__",
-        "0",
-        "leader:released:c",
-    ];
+    // Fresh random groups and tokens: `redis-benchmark` replaces `__rand_int__`.
+    let acquire_call =
+        ScriptCall::acquire("c:__rand_int__", "__rand_int__", "bench", 10_000, 1).unwrap();
+    let release_call = ScriptCall::release("c:__rand_int__", "__rand_int__", 0).unwrap();
+    let acquire = load_script(&mut connection, acquire_call.source).await;
+    let release = load_script(&mut connection, release_call.source).await;
+    let evalsha = |sha: &str, call: &ScriptCall| -> Vec<String> {
+        ["EVALSHA".to_owned(), sha.to_owned()].into_iter().chain(call.args.clone()).collect()
+    };
+    let acquire_args = evalsha(&acquire, &acquire_call);
+    let release_args = evalsha(&release, &release_call);
+    let acquire_args: Vec<&str> = acquire_args.iter().map(String::as_str).collect();
+    let release_args: Vec<&str> = release_args.iter().map(String::as_str).collect();
     let acquire_pipelined = server.redis_benchmark(&acquire_args, 50, 16, requests);
     let release_pipelined = server.redis_benchmark(&release_args, 50, 16, requests);
     let acquire_plain = server.redis_benchmark(&acquire_args, 50, 1, requests / 4);
@@ -165,7 +142,8 @@ pub struct Latency {
 pub async fn latency(server: &Server, store: &RedisStore, samples: usize) -> Latency {
     let key = "bench:latency";
     let mut connection = server.connection().await;
-    let script = load_script(&mut connection, ACQUIRE_LUA).await;
+    let probe = ScriptCall::acquire(key, "", "bench", 10_000, 1).unwrap();
+    let script = load_script(&mut connection, probe.source).await;
     let (mut acquires, mut raw, mut pings) =
         (Vec::with_capacity(samples), Vec::with_capacity(samples), Vec::with_capacity(samples));
     for _ in 0..samples {
@@ -176,17 +154,11 @@ pub async fn latency(server: &Server, store: &RedisStore, samples: usize) -> Lat
         store.release(key, t, Duration::ZERO).await.unwrap();
 
         let t = token();
+        let call = ScriptCall::acquire(key, &t.to_string(), "bench", 10_000, 1).unwrap();
         let started = Instant::now();
         let _: redis::Value = redis::cmd("EVALSHA")
             .arg(&script)
-            .arg(2)
-            .arg("{bench:latency}:group")
-            .arg("{bench:latency}:full")
-            .arg(t.to_string())
-            .arg("bench")
-            .arg(10_000)
-            .arg(1)
-            .arg("leader:granted:bench:latency")
+            .arg(&call.args)
             .query_async(&mut connection)
             .await
             .unwrap();
@@ -328,14 +300,13 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
 ) -> HashMap<&'static str, f64> {
     let lease = Duration::from_secs(3);
     let counting = Counting { inner: store, acquires: Arc::default(), renewals: Arc::default() };
-    let options = LeadershipOptions::new().lease(lease).renew_interval(Duration::from_secs(1));
+    let options = LeadershipOptions::new().lease_time(lease).renew_interval(Duration::from_secs(1));
     let before = stats::resident_bytes();
     let heap_before = crate::heap::live_bytes();
     let mut leaderships = Vec::with_capacity(candidates);
     for i in 0..candidates {
         let role = format!("scale-{}", i % groups);
-        leaderships
-            .push(Leadership::start(&role, counting.clone(), options.clone()).await.unwrap());
+        leaderships.push(Leadership::start(&role, counting.clone(), options.clone()).unwrap());
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while leaderships.iter().filter(|l| l.is_leader()).count() < groups && Instant::now() < deadline
@@ -374,4 +345,32 @@ pub async fn scale_memory(
     window: Duration,
 ) -> HashMap<&'static str, f64> {
     scale(MemoryStore::new(), candidates, groups, window).await
+}
+
+/// The elector's one-entry name cache: ns per `run_if_leader` on a `MemoryStore` (where
+/// resolution is a visible share of a call) when every call names the same group (a hit)
+/// and when calls alternate between two groups (a miss each time, the lock included), in
+/// rounds A B A B. Returns the best round of each.
+pub async fn name_cache(calls: usize, rounds: usize) -> (f64, f64) {
+    let elector = leader::LeaderGroupElector::new(
+        MemoryStore::new(),
+        leader::LeaderGroupElectionOptions::new(2),
+    )
+    .unwrap();
+    let names = ["report-tenant-a", "report-tenant-b"];
+    let run = async |alternate: bool| {
+        let started = Instant::now();
+        for i in 0..calls {
+            let name = names[if alternate { i % 2 } else { 0 }];
+            let outcome = elector.run_if_leader(name, |_| async {}).await.unwrap();
+            assert!(outcome.is_elected(), "two slots, one caller: always elected");
+        }
+        started.elapsed().as_nanos() as f64 / calls as f64
+    };
+    let (mut hit, mut miss) = (f64::MAX, f64::MAX);
+    for _ in 0..rounds {
+        hit = hit.min(run(false).await);
+        miss = miss.min(run(true).await);
+    }
+    (hit, miss)
 }

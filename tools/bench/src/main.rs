@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run -p leader-bench --release                 # about four minutes
 //! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
+//! cargo run -p leader-bench --release -- --name-cache # only the electors' name cache
 //! cargo run -p leader-bench --release -- --json
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! ```
@@ -45,6 +46,11 @@ async fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a == "--name-cache") {
+        let (hit, miss) = checks::name_cache(100_000, 6).await;
+        println!("name cache on MemoryStore: {hit:.0} ns/call hit, {miss:.0} ns/call miss");
+        return;
+    }
     // `--profile NAME`: only W1 and W2 of one contender, for a profiler to watch.
     let profile = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)).cloned();
     let as_json = args.iter().any(|a| a == "--json");
@@ -238,6 +244,13 @@ async fn main() {
     let idle = checks::idle_cost(&server, 1_000, idle_window).await;
     say(format!("idle: 1,000 waiters on a full group sent {idle} commands in {idle_window:?}"));
     report.insert("idle_commands".into(), json!(idle));
+
+    // The electors' name cache (issue 17, item 7).
+    let (hit, miss) = checks::name_cache(if quick { 20_000 } else { 100_000 }, 4).await;
+    say(format!(
+        "name cache on MemoryStore: {hit:.0} ns per call naming the same group (hit), {miss:.0} ns alternating two groups (miss)"
+    ));
+    report.insert("name_cache_ns".into(), json!({"hit": hit, "miss": miss}));
 
     // Scale.
     let (candidates, groups) = if quick { (2_000, 200) } else { (10_000, 1_000) };

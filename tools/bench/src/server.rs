@@ -2,8 +2,6 @@
 
 use std::process::Command;
 
-use leader::deadpool_redis::redis;
-
 use leader_testkit::redis_server;
 
 /// The server the bench measures against, killed on drop.

@@ -66,14 +66,14 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
     let stall_points = Arc::new(StallPoints::default());
     let store = StallingStore::new(store, stall_points.clone());
     let options = LeadershipOptions::new()
-        .lease(lease)
+        .lease_time(lease)
         .renew_interval(lease / 3)
         .retry_interval(lease / 5)
         .retry_jitter(lease / 20)
         .max_leaders(args.max_leaders)
         .holder_id(args.id.clone())
         .keys(KeyOptions::new().exact_key(args.key.clone()));
-    let leadership = Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
+    let leadership = Leadership::start("chaos", store, options).map_err(|e| e.to_string())?;
     tokio::spawn(report_terms(leadership.clone()));
     let mut register = Register::new(args.register.clone());
     let mut commands = read_commands();

@@ -208,7 +208,7 @@ impl Lab {
                 let Backend::Cluster(cluster) = &mut self.backend else {
                     return Err("a Cluster node restart needs the Cluster topology".into());
                 };
-                let node = block_in_place(|| cluster.index_of(&format!("{{{}}}:group", self.key)));
+                let node = block_in_place(|| cluster.index_of(&group_hash_of(&self.key)));
                 block_in_place(|| cluster.nodes[node].kill());
                 sleep(lease).await;
                 block_in_place(|| {
@@ -252,4 +252,9 @@ impl Lab {
         self.proxy()?.set(proxy::Fault::None);
         Ok(())
     }
+}
+
+/// The Redis key of group `key`'s hash, as the store lays it out.
+fn group_hash_of(key: &str) -> String {
+    leader::RedisStore::group_layout(key).expect("the lab's keys have no braces").group
 }

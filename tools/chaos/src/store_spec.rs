@@ -29,24 +29,24 @@ impl StoreSpec {
         command_timeout: Duration,
         replica_ack: u32,
     ) -> Result<RedisStore, Error> {
-        let store = match self {
-            StoreSpec::Standalone(url) => RedisStore::from_url(url)?,
+        let builder = match self {
+            StoreSpec::Standalone(url) => RedisStore::builder(url),
             StoreSpec::Sentinel(url) => {
-                RedisStore::from_sentinel_config(deadpool_redis::sentinel::Config::from_urls(
+                RedisStore::sentinel_builder(deadpool_redis::sentinel::Config::from_urls(
                     vec![url.clone()],
                     SENTINEL_MASTER.to_owned(),
                     deadpool_redis::sentinel::SentinelServerType::Master,
-                ))?
+                ))
             }
-            StoreSpec::Cluster(urls) => RedisStore::from_cluster_config(
+            StoreSpec::Cluster(urls) => RedisStore::cluster_builder(
                 deadpool_redis::cluster::Config::from_urls(urls.clone()),
-            )?,
+            ),
         };
-        let store = store.with_command_timeout(command_timeout)?;
-        if replica_ack == 0 {
-            return Ok(store);
+        let builder = builder.command_timeout(command_timeout);
+        match replica_ack {
+            0 => builder.build(),
+            replicas => builder.replica_ack(replicas, command_timeout).build(),
         }
-        store.with_replica_ack(replica_ack, command_timeout)
     }
 }
 

@@ -144,12 +144,6 @@ impl Connections {
         self.command_timeout
     }
 
-    /// Sets how long one operation may take (for connections made from now on, their reply
-    /// timeout).
-    pub(crate) fn set_command_timeout(&mut self, timeout: Duration) {
-        self.command_timeout = timeout;
-    }
-
     fn current(&self) -> std::sync::MutexGuard<'_, Option<(u64, SharedConnection)>> {
         self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

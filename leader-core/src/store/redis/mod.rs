@@ -1,34 +1,30 @@
 //! [`RedisStore`]: leader groups in Redis or Valkey, standalone, Sentinel or Cluster.
 
+mod builder;
 mod connection;
+mod layout;
 mod pubsub;
 mod reply;
 mod scripts;
 mod url;
 
-pub use self::url::redact as redact_url;
+pub use self::builder::{DEFAULT_COMMAND_TIMEOUT, RedisStoreBuilder};
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_redis::Runtime;
-use redis::sentinel::SentinelClient;
 
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
+pub use self::layout::{RedisGroupLayout, ScriptCall};
 use self::pubsub::{ReleaseHub, SubscriberSource};
-use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE};
-pub use self::scripts::{GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX};
+use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg};
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome,
 };
 use crate::{Error, LeaseToken};
-
-/// How long a store operation may take before it fails with [`Error::Timeout`], unless
-/// [`RedisStore::with_command_timeout`] says otherwise.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Leader groups kept in Redis or Valkey.
 ///
@@ -68,148 +64,23 @@ struct Inner {
     description: String,
 }
 
-fn invalid_url(url: &str, error: impl fmt::Display) -> Error {
-    Error::invalid_option(
-        "url",
-        url::redact(url),
-        format!(
-            "{error}; expected redis://[user:password@]host[:port][/db], rediss://… for TLS, or \
-             unix:///path"
-        ),
-    )
-}
-
-fn pool_config(max_size: usize) -> deadpool_redis::PoolConfig {
-    deadpool_redis::PoolConfig::new(max_size)
-}
-
 impl RedisStore {
-    /// Connects to a standalone Redis or Valkey server and checks that it answers.
-    ///
-    /// ACL user and password go in the URL (`redis://user:password@host:6379/0`); they never
-    /// appear in `Debug` output, errors or logs.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
-        let store = Self::from_url(url)?;
-        store.check_reachable().await?;
-        Ok(store)
-    }
-
-    /// A store for a standalone server, without connecting yet.
-    pub fn from_url(url: &str) -> Result<Self, Error> {
-        let client = redis::Client::open(url).map_err(|e| invalid_url(url, e))?;
-        let mut config = deadpool_redis::Config::from_url(url);
-        config.pool = Some(pool_config(4));
-        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(url, e))?;
-        Ok(Self::new(
-            ConnectionSource::Standalone(pool),
-            SubscriberSource::Servers(vec![client]),
-            format!("redis standalone {}", url::redact(url)),
-        ))
-    }
-
-    /// A store over a deadpool-redis pool of a standalone server; `subscriber` is a client of
-    /// the same server, for the release subscription.
-    pub fn from_pool(pool: deadpool_redis::Pool, subscriber: redis::Client) -> Self {
-        let description = format!("redis standalone pool ({})", redacted_client(&subscriber));
-        Self::new(
-            ConnectionSource::Standalone(pool),
-            SubscriberSource::Servers(vec![subscriber]),
-            description,
-        )
-    }
-
-    /// A store through Sentinel: connections go to the primary Sentinel names, and after a
-    /// failover to the new one.
-    pub fn from_sentinel_config(config: deadpool_redis::sentinel::Config) -> Result<Self, Error> {
-        let urls = config.urls.clone().unwrap_or_default();
-        let shown = urls.iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",");
-        let sentinel = SentinelClient::build(
-            urls.iter().map(String::as_str).collect(),
-            config.master_name.clone(),
-            config.node_connection_info.clone().map(Into::into),
-            config.server_type.into(),
-        )
-        .map_err(|e| invalid_url(&shown, e))?;
-        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(&shown, e))?;
-        Ok(Self::new(
-            ConnectionSource::Sentinel(pool),
-            SubscriberSource::Sentinel(Box::new(tokio::sync::Mutex::new(sentinel))),
-            format!("redis sentinel {shown} master {}", config.master_name),
-        ))
-    }
-
-    /// A store on a Redis Cluster, from the URLs of some of its nodes.
-    pub fn from_cluster_config(config: deadpool_redis::cluster::Config) -> Result<Self, Error> {
-        let urls = config.urls.clone().unwrap_or_default();
-        let shown = urls.iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",");
-        let clients = urls
-            .iter()
-            .map(|u| redis::Client::open(u.as_str()).map_err(|e| invalid_url(u, e)))
-            .collect::<Result<Vec<_>, _>>()?;
-        if clients.is_empty() {
-            return Err(invalid_url("", "no cluster node URL given"));
-        }
-        let pool = config.create_pool(Some(Runtime::Tokio1)).map_err(|e| invalid_url(&shown, e))?;
-        Ok(Self::new(
-            ConnectionSource::Cluster(pool),
-            SubscriberSource::Servers(clients),
-            format!("redis cluster {shown}"),
-        ))
-    }
-
-    fn new(source: ConnectionSource, subscriber: SubscriberSource, description: String) -> Self {
+    fn new(
+        source: ConnectionSource,
+        subscriber: SubscriberSource,
+        description: String,
+        command_timeout: Duration,
+        replica_ack: Option<(u32, Duration)>,
+    ) -> Self {
         install_tls_provider();
         RedisStore {
             inner: Arc::new(Inner {
-                connections: Connections::new(source, DEFAULT_COMMAND_TIMEOUT),
+                connections: Connections::new(source, command_timeout),
                 releases: ReleaseHub::new(subscriber),
-                replica_ack: None,
+                replica_ack,
                 description,
             }),
         }
-    }
-
-    /// How long one operation may take before it fails with [`Error::Timeout`] (and the
-    /// connection is replaced). Default: 5 s; at least 1 ms. Set it before cloning the store.
-    /// It is the only reply timeout of standalone and Sentinel connections (the client's own
-    /// 500 ms one is raised to it), so a network whose round trip takes longer than 500 ms
-    /// works with a command timeout above its round trip.
-    pub fn with_command_timeout(self, timeout: Duration) -> Result<Self, Error> {
-        let timeout = crate::duration::positive("command_timeout", timeout)?;
-        self.reconfigured("command_timeout", timeout, |inner| {
-            inner.connections.set_command_timeout(timeout)
-        })
-    }
-
-    /// Require `replicas` replicas to acknowledge every grant within `timeout` (Redis `WAIT`,
-    /// sent in the same round trip as the grant). A grant that too few acknowledge is released
-    /// and the acquire fails with [`Error::NotReplicated`]. Default: off.
-    ///
-    /// This is best-effort: it narrows, but does not close, the window in which a failover
-    /// loses a grant, since an acknowledged write can still be lost by an unlucky failover.
-    /// `WAIT` holds the store's shared connection until the replicas answer, so keep the
-    /// timeout short. Set it before cloning the store.
-    pub fn with_replica_ack(self, replicas: u32, timeout: Duration) -> Result<Self, Error> {
-        if replicas == 0 {
-            return Err(Error::invalid_option("replicas", replicas, "must be at least 1"));
-        }
-        let timeout = crate::duration::positive("replica_ack timeout", timeout)?;
-        self.reconfigured("replica_ack", (replicas, timeout), |inner| {
-            inner.replica_ack = Some((replicas, timeout))
-        })
-    }
-
-    fn reconfigured(
-        self,
-        option: &'static str,
-        value: impl fmt::Debug,
-        change: impl FnOnce(&mut Inner),
-    ) -> Result<Self, Error> {
-        let mut inner = Arc::try_unwrap(self.inner).map_err(|_| {
-            Error::invalid_option(option, &value, "must be set before the store is cloned or used")
-        })?;
-        change(&mut inner);
-        Ok(RedisStore { inner: Arc::new(inner) })
     }
 
     /// How long one operation may take: kept by the connections, whose reply timeout it is.
@@ -334,11 +205,6 @@ fn unavailable(
     Error::Unavailable { store: "redis", operation, source: Box::new(error) }
 }
 
-fn redacted_client(client: &redis::Client) -> String {
-    let info = client.get_connection_info();
-    format!("{}", info.addr())
-}
-
 fn millis(duration: Duration) -> u64 {
     let whole = duration.as_millis() as u64;
     if duration.subsec_nanos() % 1_000_000 == 0 { whole } else { whole + 1 }
@@ -363,7 +229,7 @@ impl LeaseStore for RedisStore {
                 &ACQUIRE,
                 &[&keys.group(), &keys.full()],
                 &[
-                    &request.token,
+                    &TokenArg(request.token),
                     &request.holder,
                     &lease,
                     &request.max_leaders,
@@ -394,7 +260,7 @@ impl LeaseStore for RedisStore {
         let keys = GroupKeys::new(key)?;
         let lease = millis(lease_time);
         let reply = self
-            .call("renew", key, &RENEW, &[&keys.group(), &keys.full()], &[&token, &lease])
+            .call("renew", key, &RENEW, &[&keys.group(), &keys.full()], &[&TokenArg(token), &lease])
             .await?;
         reply::renew(reply)
     }
@@ -414,7 +280,7 @@ impl LeaseStore for RedisStore {
                 key,
                 &RELEASE,
                 &[&keys.group(), &keys.full()],
-                &[&token, &min_lease, &channel],
+                &[&TokenArg(token), &min_lease, &channel],
             )
             .await?;
         reply::release(reply)
@@ -438,6 +304,13 @@ impl LeaseStore for RedisStore {
                 after: self.command_timeout(),
             }),
         }
+    }
+}
+
+/// The deployment, with any password redacted: `redis standalone redis://app:***@cache:6379`.
+impl fmt::Display for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.inner.description)
     }
 }
 

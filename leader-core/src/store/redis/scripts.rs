@@ -93,15 +93,18 @@ impl ToRedisArgs for Named<'_> {
     }
 }
 
-/// A token goes into a command as its 32 hex digits, without a string in between.
-impl ToRedisArgs for LeaseToken {
+/// A token as a command argument: its 32 hex digits, without a string in between.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenArg(pub LeaseToken);
+
+impl ToRedisArgs for TokenArg {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        out.write_arg_fmt(self);
+        out.write_arg_fmt(self.0);
     }
 }
 
 /// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
-pub const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
+pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
 
 /// The channel a release of group `key` is published on.
 pub(crate) fn release_channel(key: &str) -> String {
@@ -109,4 +112,4 @@ pub(crate) fn release_channel(key: &str) -> String {
 }
 
 /// The prefix of every grant channel, for tools that watch a group change.
-pub const GRANT_CHANNEL_PREFIX: &str = "leader:granted:";
+pub(crate) const GRANT_CHANNEL_PREFIX: &str = "leader:granted:";
