@@ -524,6 +524,34 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
 }
 
 #[tokio::test]
+async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    support::eventually(10 * SECOND, "the replica syncs", || async {
+        replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
+    })
+    .await;
+    let store = RedisStore::builder(primary.url())
+        .command_timeout(Duration::from_millis(300))
+        .replica_ack(1, Duration::from_millis(600))
+        .build()
+        .unwrap();
+    store.state("leader:warm-up").await.unwrap();
+    replica.pause();
+    // While the grant waits for the replica, the primary stops taking writes (scripts
+    // included) for longer than the command timeout: the compensating release fails.
+    let acquire = store.acquire(request("leader:unreleased", 1, token()));
+    let pause_writes = async {
+        sleep(Duration::from_millis(200)).await;
+        primary.cli(&["CLIENT", "PAUSE", "2000", "WRITE"]);
+    };
+    let (outcome, ()) = tokio::join!(acquire, pause_writes);
+    replica.resume();
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, .. }), "{err:?}");
+}
+
+#[tokio::test]
 async fn acl_user_and_password_come_from_the_url_and_never_show() {
     let server = RedisServer::start_with(&[
         "--user",

@@ -117,6 +117,9 @@ pub(crate) struct Connections {
     /// How long one operation may take, and so how long a connection waits for a reply
     /// before it counts as broken.
     command_timeout: Duration,
+    /// How long a connection waits for one reply before it counts as broken: the command
+    /// timeout, plus the longest `WAIT` a grant may add.
+    reply_timeout: Duration,
     /// The connection in use; a plain mutex, held only to clone it (the hot path).
     current: std::sync::Mutex<Option<(u64, SharedConnection)>>,
     /// Serialises making a new connection, so a broken one is replaced once, not per caller.
@@ -125,10 +128,15 @@ pub(crate) struct Connections {
 }
 
 impl Connections {
-    pub(crate) fn new(source: ConnectionSource, command_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        source: ConnectionSource,
+        command_timeout: Duration,
+        longest_wait: Duration,
+    ) -> Self {
         Connections {
             source,
             command_timeout,
+            reply_timeout: command_timeout + longest_wait,
             current: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             generation: AtomicU64::new(0),
@@ -157,7 +165,7 @@ impl Connections {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false)); // another caller made it
         }
-        let connection = self.source.connect(self.command_timeout).await?;
+        let connection = self.source.connect(self.reply_timeout).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *self.current() = Some((generation, connection.clone()));
         Ok((generation, connection, true))

@@ -75,7 +75,11 @@ impl RedisStore {
         install_tls_provider();
         RedisStore {
             inner: Arc::new(Inner {
-                connections: Connections::new(source, command_timeout),
+                connections: Connections::new(
+                    source,
+                    command_timeout,
+                    replica_ack.map_or(Duration::ZERO, |(_, wait)| wait),
+                ),
                 releases: ReleaseHub::new(subscriber),
                 replica_ack,
                 description,
@@ -243,7 +247,16 @@ impl LeaseStore for RedisStore {
             (outcome, self.inner.replica_ack, acknowledged)
         {
             if acknowledged < i64::from(required) {
-                self.release(request.key, request.token, Duration::ZERO).await?;
+                // Give the grant back; if that fails too, the slot expires with its lease.
+                // Either way the caller learns what happened to its grant: NotReplicated.
+                if let Err(error) = self.release(request.key, request.token, Duration::ZERO).await {
+                    tracing::warn!(
+                        group = request.key,
+                        %error,
+                        "could not release a grant too few replicas acknowledged; it expires \
+                         with its lease"
+                    );
+                }
                 let acknowledged = acknowledged.max(0) as u32;
                 return Err(Error::NotReplicated { acknowledged, required, timeout });
             }
