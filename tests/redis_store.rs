@@ -133,7 +133,7 @@ async fn a_key_of_another_type_is_reported_and_left_alone() {
 }
 
 #[tokio::test]
-async fn a_group_is_a_hash_without_ttl_that_keeps_only_live_records() {
+async fn a_group_is_one_hash_that_keeps_only_live_records() {
     let (store, server) = standalone().await;
     let key = "leader:tidy";
     let crashed = token();
@@ -151,7 +151,8 @@ async fn a_group_is_a_hash_without_ttl_that_keeps_only_live_records() {
         keys
     };
     assert_eq!(keys(&server), ["{leader:tidy}:group"], "one key per group");
-    assert_eq!(server.cli(&["PTTL", "{leader:tidy}:group"]), "-1", "no TTL");
+    let group_ttl: i64 = server.cli(&["PTTL", "{leader:tidy}:group"]).parse().unwrap();
+    assert!(group_ttl > 10_000, "the group outlives its longest slot: {group_ttl} ms");
     let refused = store.acquire(request(key, 2, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
     assert_eq!(keys(&server), ["{leader:tidy}:full", "{leader:tidy}:group"], "refused: marked");
@@ -213,7 +214,8 @@ async fn a_full_group_refuses_without_the_clock_or_the_records() {
     let AcquireOutcome::Full { nearest_expiry } = outcome else { panic!("{outcome:?}") };
     assert!(nearest_expiry > Duration::from_secs(9), "{nearest_expiry:?}");
     let ran = all_commands(&server);
-    assert_eq!((ran.get("pttl"), ran.get("hmget")), (Some(&1), Some(&1)), "{ran:?}");
+    let marker_reads = (ran.get("get"), ran.get("pttl"), ran.get("hget"));
+    assert_eq!(marker_reads, (Some(&1), Some(&1), Some(&1)), "{ran:?}");
     assert!(!ran.contains_key("time") && !ran.contains_key("hgetall"), "{ran:?}");
 
     // The marker never hides a holder's own slot or another N.
@@ -269,6 +271,164 @@ async fn a_foreign_key_where_the_marker_goes_is_reported_and_left_alone() {
     assert!(err.to_string().contains("{leader:squatted}:full is a string"), "{err}");
     assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
     assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
+}
+
+#[tokio::test]
+async fn a_foreign_string_with_a_ttl_where_the_marker_goes_is_reported_and_left_alone() {
+    let (store, server) = standalone().await;
+    server.cli(&["SET", "{leader:squatted}:full", "someone else's", "PX", "60000"]);
+    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
+    let ttl: i64 = server.cli(&["PTTL", "{leader:squatted}:full"]).parse().unwrap();
+    assert!(ttl > 50_000, "its TTL was left alone: {ttl} ms");
+    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
+}
+
+#[tokio::test]
+async fn renewals_and_releases_never_touch_a_foreign_key_where_the_marker_goes() {
+    let (store, server) = standalone().await;
+    let (key, held) = ("leader:collided", token());
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    server.cli(&["SET", "{leader:collided}:full", "someone else's"]);
+    let shorter = store.renew(key, held, Duration::from_secs(1)).await.unwrap();
+    assert!(matches!(shorter, RenewOutcome::Renewed { .. }), "{shorter:?}");
+    assert_eq!(server.cli(&["PTTL", "{leader:collided}:full"]), "-1", "given no expiry");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(server.cli(&["GET", "{leader:collided}:full"]), "someone else's", "not deleted");
+}
+
+#[tokio::test]
+async fn every_key_carries_a_ttl_and_an_idle_group_disappears() {
+    let server = RedisServer::start();
+    let idle = Duration::from_millis(400);
+    let store = RedisStore::builder(server.url()).idle_group_ttl(idle).connect().await.unwrap();
+    let every_key_expires = |step: &str| {
+        for key in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
+            let ttl: i64 = server.cli(&["PTTL", key]).parse().unwrap();
+            assert!(ttl > 0 || ttl == -2, "after {step}, {key} has no TTL ({ttl})");
+        }
+    };
+    let key = "report-tenant-7";
+    let (long, short, kept) = (token(), token(), token());
+    let long_lease = AcquireRequest { lease_time: 5 * SECOND, ..request(key, 3, long) };
+    granted_fence(store.acquire(long_lease).await.unwrap());
+    every_key_expires("a grant");
+    let group_ttl: i64 = server.cli(&["PTTL", "{report-tenant-7}:group"]).parse().unwrap();
+    assert!(group_ttl > 5_000, "the group outlives its longest slot: {group_ttl} ms");
+    let short_lease =
+        AcquireRequest { lease_time: Duration::from_millis(100), ..request(key, 3, short) };
+    granted_fence(store.acquire(short_lease).await.unwrap());
+    granted_fence(store.acquire(request(key, 3, kept)).await.unwrap());
+    let refused = store.acquire(request(key, 3, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+    every_key_expires("a refusal");
+    assert!(matches!(
+        store.renew(key, long, 20 * SECOND).await.unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
+    every_key_expires("a renewal");
+    let group_ttl: i64 = server.cli(&["PTTL", "{report-tenant-7}:group"]).parse().unwrap();
+    assert!(group_ttl > 20_000, "a renewal extends the group: {group_ttl} ms");
+    store.release(key, kept, Duration::from_millis(300)).await.unwrap();
+    every_key_expires("a kept release");
+    store.release(key, long, Duration::ZERO).await.unwrap();
+    store.state(key).await.unwrap();
+    every_key_expires("a release");
+    // The renewal put the group's expiry 20 s + idle ahead, and a release never shortens
+    // it; once the kept (300 ms) and the crashed (100 ms) slots have ended, the next grant
+    // sets it from the live slots again.
+    sleep(Duration::from_millis(350)).await;
+    let last = token();
+    let fence = granted_fence(
+        store
+            .acquire(AcquireRequest {
+                lease_time: Duration::from_millis(50),
+                ..request(key, 3, last)
+            })
+            .await
+            .unwrap(),
+    );
+    store.release(key, last, Duration::ZERO).await.unwrap();
+    every_key_expires("the last release");
+    sleep(idle + Duration::from_millis(300)).await;
+    assert_eq!(server.cli(&["KEYS", "*"]), "", "an idle group disappears");
+    // And its fences keep increasing after it is gone (floored at the server clock).
+    let again = granted_fence(store.acquire(request(key, 3, token())).await.unwrap());
+    assert!(again > fence, "{again} > {fence}");
+}
+
+#[tokio::test]
+async fn a_flushed_script_cache_is_refilled_once_however_many_callers_find_it_empty() {
+    let (store, server) = standalone().await;
+    granted_fence(store.acquire(request("leader:warm", 1, token())).await.unwrap());
+    assert_eq!(server.cli(&["SCRIPT", "FLUSH"]), "OK");
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let keys: Vec<String> = (0..64).map(|i| format!("leader:storm-{i}")).collect();
+    let acquires = keys.iter().map(|key| store.acquire(request(key, 1, token())));
+    for outcome in futures_util::future::join_all(acquires).await {
+        granted_fence(outcome.unwrap());
+    }
+    let sent = server.client_commands();
+    assert_eq!(sent.get("eval"), Some(&1), "one EVAL refills the cache: {sent:?}");
+}
+
+/// A server that answers `INFO` as Redis `version` would, and every other command `+OK`.
+async fn server_reporting(version: &'static str) -> u16 {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (reader, mut writer) = socket.into_split();
+                let mut reader = BufReader::new(reader);
+                let mut line = String::new();
+                // Each command is an array of bulk strings: `*N`, then N times `$len` and data.
+                while reader.read_line(&mut line).await.unwrap_or(0) > 0 {
+                    let count: usize = line.trim().trim_start_matches('*').parse().unwrap_or(0);
+                    let mut args = Vec::new();
+                    for _ in 0..count {
+                        line.clear();
+                        reader.read_line(&mut line).await.unwrap();
+                        let len: usize = line.trim().trim_start_matches('$').parse().unwrap();
+                        let mut data = vec![0; len + 2];
+                        reader.read_exact(&mut data).await.unwrap();
+                        args.push(String::from_utf8_lossy(&data[..len]).into_owned());
+                    }
+                    let reply = if args.first().is_some_and(|a| a.eq_ignore_ascii_case("INFO")) {
+                        let body = format!("# Server\r\nredis_version:{version}\r\n");
+                        format!("${}\r\n{body}\r\n", body.len())
+                    } else {
+                        "+OK\r\n".to_owned()
+                    };
+                    writer.write_all(reply.as_bytes()).await.unwrap();
+                    line.clear();
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_server_older_than_redis_7_is_refused_with_a_clear_error() {
+    let url = format!("redis://127.0.0.1:{}", server_reporting("6.2.14").await);
+    let err = RedisStore::connect(&url).await.unwrap_err();
+    assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "redis server version 6.2.14 is not supported: the Redis store needs Redis 7.0 or later, \
+         or Valkey"
+    );
+    assert!(!err.is_transient());
+    // A store built without connecting refuses on its first call.
+    let store = RedisStore::builder(url).build().unwrap();
+    let err = store.acquire(request("leader:old", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
+
+    let url = format!("redis://127.0.0.1:{}", server_reporting("7.0.0").await);
+    RedisStore::connect(&url).await.expect("7.0 is enough");
 }
 
 #[tokio::test]
@@ -697,4 +857,89 @@ async fn replies_slower_than_half_a_second_arrive_within_the_command_timeout() {
     assert!(matches!(granted, Ok(AcquireOutcome::Granted(_))), "{granted:?}");
     let renewed = store.renew("slow-network", held, 10 * SECOND).await;
     assert!(matches!(renewed, Ok(RenewOutcome::Renewed { .. })), "{renewed:?}");
+}
+
+mod key_lifetimes {
+    //! Whatever the operations, every key the store writes carries a TTL, and no TTL is
+    //! longer than the longest lease plus the idle group TTL.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Acquire { who: usize, lease_ms: u64, max_leaders: u32 },
+        Renew { who: usize, lease_ms: u64 },
+        Release { who: usize, min_lease_ms: u64 },
+        State,
+        Sleep { ms: u64 },
+    }
+
+    const LEASES: [u64; 3] = [40, 300, 2_000];
+    const IDLE_MS: u64 = 500;
+
+    fn op() -> impl Strategy<Value = Op> {
+        let who = 0..4usize;
+        let lease = prop::sample::select(LEASES.to_vec());
+        prop_oneof![
+            (who.clone(), lease.clone(), 1..3u32).prop_map(|(who, lease_ms, max_leaders)| {
+                Op::Acquire { who, lease_ms, max_leaders }
+            }),
+            (who.clone(), lease).prop_map(|(who, lease_ms)| Op::Renew { who, lease_ms }),
+            (who, prop::sample::select(vec![0u64, 100]))
+                .prop_map(|(who, min_lease_ms)| Op::Release { who, min_lease_ms }),
+            Just(Op::State),
+            (0..60u64).prop_map(|ms| Op::Sleep { ms }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn every_key_carries_a_bounded_ttl_after_any_operations(
+            ops in proptest::collection::vec(op(), 1..25)
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let server = RedisServer::start();
+                let store = RedisStore::builder(server.url())
+                    .idle_group_ttl(Duration::from_millis(IDLE_MS))
+                    .connect()
+                    .await
+                    .unwrap();
+                let tokens: Vec<LeaseToken> = (0..4).map(|_| token()).collect();
+                let key = "leader:lifetimes";
+                for (step, op) in ops.iter().enumerate() {
+                    match *op {
+                        Op::Acquire { who, lease_ms, max_leaders } => {
+                            let request = AcquireRequest {
+                                lease_time: Duration::from_millis(lease_ms),
+                                ..request(key, max_leaders, tokens[who])
+                            };
+                            // Another N while slots live is refused: fine, nothing is written.
+                            let _ = store.acquire(request).await;
+                        }
+                        Op::Renew { who, lease_ms } => {
+                            store.renew(key, tokens[who], Duration::from_millis(lease_ms)).await.unwrap();
+                        }
+                        Op::Release { who, min_lease_ms } => {
+                            store.release(key, tokens[who], Duration::from_millis(min_lease_ms)).await.unwrap();
+                        }
+                        Op::State => drop(store.state(key).await.unwrap()),
+                        Op::Sleep { ms } => sleep(Duration::from_millis(ms)).await,
+                    }
+                    let longest = LEASES[2] + IDLE_MS;
+                    for name in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
+                        let ttl: i64 = server.cli(&["PTTL", name]).parse().unwrap();
+                        assert!(
+                            ttl == -2 || (0 < ttl && ttl as u64 <= longest),
+                            "step {step} ({op:?}): {name} has TTL {ttl} ms\nops: {ops:?}"
+                        );
+                    }
+                }
+            });
+        }
+    }
 }

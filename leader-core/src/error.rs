@@ -142,6 +142,17 @@ pub enum Error {
     )]
     NoDefaultStore,
 
+    /// The store's server is too old (or otherwise unable) to run what the store needs.
+    #[error("{store} server version {found} is not supported: {required}")]
+    UnsupportedServer {
+        /// The store's kind.
+        store: &'static str,
+        /// The version the server reported.
+        found: String,
+        /// What the store needs.
+        required: &'static str,
+    },
+
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
     Random(#[source] std::io::Error),

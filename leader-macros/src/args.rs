@@ -180,16 +180,16 @@ impl Args {
         if lease.0 == 0 {
             errors.push(lease.1, "`lease_time` must be longer than zero");
         }
-        if let Some((min, span)) = min_lease_ms {
-            if min > lease.0 {
-                errors.push(
-                    span,
-                    format!(
-                        "`min_lease_time` ({min} ms) must not exceed `lease_time` ({} ms)",
-                        lease.0
-                    ),
-                );
-            }
+        if let Some((min, span)) = min_lease_ms
+            && min > lease.0
+        {
+            errors.push(
+                span,
+                format!(
+                    "`min_lease_time` ({min} ms) must not exceed `lease_time` ({} ms)",
+                    lease.0
+                ),
+            );
         }
         if auto_extend && lease.0 > 0 && lease.0 < 3 {
             errors.push(lease.1, "with `auto_extend`, `lease_time` must be at least 3ms (renewal every lease_time / 3)");

@@ -39,17 +39,17 @@ fn expand_function(
             format!("{} wraps an `async fn`; add `async` before `fn`", flavor.attribute()),
         );
     }
-    if let ReturnType::Type(_, ty) = &function.sig.output {
-        if is_stream(ty) {
-            errors.push(
-                ty.span(),
-                format!(
-                    "{} cannot wrap a function that returns a stream: the slot would be released \
+    if let ReturnType::Type(_, ty) = &function.sig.output
+        && is_stream(ty)
+    {
+        errors.push(
+            ty.span(),
+            format!(
+                "{} cannot wrap a function that returns a stream: the slot would be released \
                      before the stream is consumed, and per-item lease extension is undefined",
-                    flavor.attribute()
-                ),
-            );
-        }
+                flavor.attribute()
+            ),
+        );
     }
     let args = Args::parse(attribute, flavor).map_err(|error| errors.add(error)).ok();
     let name = args.as_ref().and_then(|args| {

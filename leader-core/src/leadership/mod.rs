@@ -250,10 +250,10 @@ impl Leadership {
     pub async fn stop(&self) {
         self.shared.shutdown.cancel();
         let task = self.shared.task.lock().await.take();
-        if let Some(task) = task {
-            if let Err(error) = task.await {
-                tracing::error!(role = self.role(), %error, "leadership loop ended abnormally");
-            }
+        if let Some(task) = task
+            && let Err(error) = task.await
+        {
+            tracing::error!(role = self.role(), %error, "leadership loop ended abnormally");
         }
     }
 

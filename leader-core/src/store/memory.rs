@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -21,8 +21,9 @@ use crate::{Error, LeaseToken};
 /// development. Its clock is tokio's, so tests under `#[tokio::test(start_paused = true)]`
 /// run leases of minutes in microseconds. Clones share the same groups.
 ///
-/// A group's fence counter is kept for the life of the store, so fences never repeat even
-/// after every slot is gone; that is a few dozen bytes per group name ever used.
+/// Fences come from one counter per store, so they keep increasing for a group even after
+/// it was forgotten: a group is forgotten once it has no live slot and no waiter, so a store
+/// that sees ever new names (one group per tenant or per job) keeps only the live ones.
 ///
 /// ```
 /// use std::time::Duration;
@@ -41,14 +42,28 @@ pub struct MemoryStore {
 }
 
 struct Inner {
-    groups: Mutex<HashMap<String, Group>>,
+    groups: Mutex<Groups>,
     origin: Instant,
     epoch: SystemTime,
 }
 
+/// The groups in use, and the store's fence counter.
+#[derive(Default)]
+struct Groups {
+    by_key: HashMap<String, Group>,
+    last_fence: u64,
+    /// When the last sweep was, and how many groups it kept.
+    last_sweep: Option<(Instant, usize)>,
+}
+
+/// A new group sweeps the store (forgets every group without live slots or waiters) when
+/// the store has doubled since the last sweep, or this long after it: O(1) per new group
+/// amortised, and a group whose holder crashed (no release) is forgotten by the first new
+/// group at least this long after the last sweep, once its slot has expired.
+const SWEEP_AFTER: Duration = Duration::from_secs(10);
+
 struct Group {
     max_leaders: u32,
-    last_fence: u64,
     slots: Vec<Slot>,
     releases: watch::Sender<u64>,
 }
@@ -72,14 +87,14 @@ impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
             inner: Arc::new(Inner {
-                groups: Mutex::new(HashMap::new()),
+                groups: Mutex::new(Groups::default()),
                 origin: Instant::now(),
                 epoch: SystemTime::now(),
             }),
         }
     }
 
-    fn groups(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+    fn groups(&self) -> MutexGuard<'_, Groups> {
         // The lock is never held across a panic-prone call, but a poisoned map is still
         // consistent (every mutation is a single step), so recover it.
         self.inner.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -90,21 +105,63 @@ impl MemoryStore {
         self.inner.epoch + at.duration_since(self.inner.origin)
     }
 
-    /// The group at `key` with its expired slots dropped, if it was ever used.
-    fn live_group<'a>(
-        groups: &'a mut HashMap<String, Group>,
-        key: &str,
-        now: Instant,
-    ) -> Option<&'a mut Group> {
-        let group = groups.get_mut(key)?;
+    /// How many groups the store keeps now (live slots or waiters), for tests.
+    #[cfg(test)]
+    fn group_count(&self) -> usize {
+        self.groups().by_key.len()
+    }
+}
+
+impl Groups {
+    /// The group at `key` with its expired slots dropped, if it is in use.
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Group> {
+        let group = self.by_key.get_mut(key)?;
         group.slots.retain(|slot| slot.expires_at > now);
         Some(group)
+    }
+
+    /// The group at `key`, made if new; now and then, first forgets the groups nobody uses.
+    fn entry(&mut self, key: &str, max_leaders: u32, now: Instant) -> &mut Group {
+        Self::entry_in(&mut self.by_key, &mut self.last_sweep, key, max_leaders, now)
+    }
+
+    /// [`entry`](Self::entry), borrowing only the fields it needs.
+    fn entry_in<'a>(
+        by_key: &'a mut HashMap<String, Group>,
+        last_sweep: &mut Option<(Instant, usize)>,
+        key: &str,
+        max_leaders: u32,
+        now: Instant,
+    ) -> &'a mut Group {
+        let (swept, kept) = last_sweep.unwrap_or((now, 0));
+        let due =
+            by_key.len() >= 2 * kept.max(32) || (by_key.len() >= 64 && now >= swept + SWEEP_AFTER);
+        if due && !by_key.contains_key(key) {
+            by_key.retain(|_, group| {
+                group.slots.retain(|slot| slot.expires_at > now);
+                !group.is_unused()
+            });
+            *last_sweep = Some((now, by_key.len()));
+        }
+        by_key.entry(key.to_owned()).or_insert_with(|| Group::new(max_leaders))
+    }
+
+    /// Forgets the group at `key` if it has no live slot and no waiter.
+    fn forget_if_unused(&mut self, key: &str) {
+        if self.by_key.get(key).is_some_and(Group::is_unused) {
+            self.by_key.remove(key);
+        }
     }
 }
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group { max_leaders, last_fence: 0, slots: Vec::new(), releases: watch::Sender::new(0) }
+        Group { max_leaders, slots: Vec::new(), releases: watch::Sender::new(0) }
+    }
+
+    /// No live slot (expired ones already dropped) and nobody waiting for a release.
+    fn is_unused(&self) -> bool {
+        self.slots.is_empty() && self.releases.receiver_count() == 0
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
@@ -128,8 +185,8 @@ impl LeaseStore for MemoryStore {
             return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
         }
         let mut groups = self.groups();
-        let group =
-            groups.entry(request.key.to_owned()).or_insert_with(|| Group::new(request.max_leaders));
+        let Groups { by_key, last_fence, last_sweep } = &mut *groups;
+        let group = Groups::entry_in(by_key, last_sweep, request.key, request.max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
             let (fence, acquired_at, expires_at) = (slot.fence, slot.acquired_at, slot.expires_at);
@@ -153,16 +210,17 @@ impl LeaseStore for MemoryStore {
             let nearest = group.slots.iter().map(|slot| slot.expires_at).min().unwrap_or(now);
             return Ok(AcquireOutcome::Full { nearest_expiry: nearest - now });
         }
-        group.last_fence += 1;
+        *last_fence += 1;
+        let fence = *last_fence;
         group.slots.push(Slot {
             token: request.token,
             holder: request.holder.to_owned(),
-            fence: group.last_fence,
+            fence,
             acquired_at: now,
             expires_at: now + request.lease_time,
         });
         Ok(AcquireOutcome::Granted(Grant {
-            fence: group.last_fence,
+            fence,
             acquired_at: self.wall_time(now),
             expires_at: self.wall_time(now + request.lease_time),
             expires_in: request.lease_time,
@@ -177,8 +235,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<RenewOutcome, Error> {
         let now = Instant::now();
         let mut groups = self.groups();
-        let Some(slot) = Self::live_group(&mut groups, key, now).and_then(|g| g.slot_mut(token))
-        else {
+        let Some(slot) = groups.live(key, now).and_then(|g| g.slot_mut(token)) else {
             return Ok(RenewOutcome::NotHeld);
         };
         slot.expires_at = now + lease_time;
@@ -196,7 +253,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<ReleaseOutcome, Error> {
         let now = Instant::now();
         let mut groups = self.groups();
-        let Some(group) = Self::live_group(&mut groups, key, now) else {
+        let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
         let Some(index) = group.slots.iter().position(|slot| slot.token == token) else {
@@ -212,13 +269,14 @@ impl LeaseStore for MemoryStore {
             ReleaseOutcome::Released
         };
         group.wake_waiters();
+        groups.forget_if_unused(key);
         Ok(outcome)
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let now = Instant::now();
         let mut groups = self.groups();
-        let Some(group) = Self::live_group(&mut groups, key, now) else {
+        let Some(group) = groups.live(key, now) else {
             return Ok(GroupSnapshot::default());
         };
         let mut slots: Vec<SlotInfo> = group
@@ -233,18 +291,105 @@ impl LeaseStore for MemoryStore {
             .collect();
         slots.sort_by_key(|slot| slot.fence);
         let max_leaders = (!slots.is_empty()).then_some(group.max_leaders);
+        groups.forget_if_unused(key);
         Ok(GroupSnapshot { max_leaders, slots })
     }
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         let mut groups = self.groups();
-        let group = groups.entry(key.to_owned()).or_insert_with(|| Group::new(1));
-        Ok(ReleaseWatch::new(group.releases.subscribe(), None))
+        let receiver = groups.entry(key, 1, Instant::now()).releases.subscribe();
+        let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
+        Ok(ReleaseWatch::new(receiver, Some(Arc::new(forget))))
     }
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryStore").field("groups", &self.groups().len()).finish()
+        f.debug_struct("MemoryStore").field("groups", &self.groups().by_key.len()).finish()
+    }
+}
+
+/// Held by a waiter's [`ReleaseWatch`] (dropped after its receiver): forgets the group when
+/// the last waiter leaves a group without live slots.
+struct ForgetWhenUnused {
+    store: Weak<Inner>,
+    key: String,
+}
+
+impl Drop for ForgetWhenUnused {
+    fn drop(&mut self) {
+        if let Some(inner) = self.store.upgrade() {
+            let store = MemoryStore { inner };
+            let now = Instant::now();
+            let mut groups = store.groups();
+            if groups.live(&self.key, now).is_some() {
+                groups.forget_if_unused(&self.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str, token: LeaseToken, lease_time: Duration) -> AcquireRequest<'_> {
+        AcquireRequest { key, max_leaders: 1, token, holder: "test", lease_time }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn groups_nobody_uses_are_forgotten_and_fences_keep_increasing() {
+        let store = MemoryStore::new();
+        let mut last_fence = 0;
+        for i in 0..100_000 {
+            let key = format!("report-tenant-{i}");
+            let token = LeaseToken::generate().unwrap();
+            let AcquireOutcome::Granted(grant) =
+                store.acquire(request(&key, token, Duration::from_secs(10))).await.unwrap()
+            else {
+                panic!("a new group is free");
+            };
+            assert!(grant.fence > last_fence, "fences keep increasing");
+            last_fence = grant.fence;
+            let waiter = store.watch_releases(&key).await.unwrap();
+            store.release(&key, token, Duration::ZERO).await.unwrap();
+            drop(waiter);
+        }
+        assert_eq!(store.group_count(), 0, "released groups without waiters are forgotten");
+
+        // The same name again: a higher fence than it had.
+        let token = LeaseToken::generate().unwrap();
+        let again = store.acquire(request("report-tenant-0", token, Duration::from_secs(1))).await;
+        let AcquireOutcome::Granted(grant) = again.unwrap() else { panic!("free") };
+        assert!(grant.fence > last_fence);
+
+        // Holders that crash (never release) are forgotten once their slots expired and the
+        // store sees new names.
+        for i in 0..10_000 {
+            let key = format!("crashed-{i}");
+            let token = LeaseToken::generate().unwrap();
+            store.acquire(request(&key, token, Duration::from_millis(100))).await.unwrap();
+        }
+        tokio::time::advance(SWEEP_AFTER).await;
+        for i in 0..1_000 {
+            let key = format!("fresh-{i}");
+            let token = LeaseToken::generate().unwrap();
+            store.acquire(request(&key, token, Duration::from_secs(60))).await.unwrap();
+        }
+        assert!(store.group_count() <= 2_000, "{} groups kept", store.group_count());
+        assert!(store.group_count() >= 1_000, "live groups are kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_group_with_a_waiter_is_kept_until_the_waiter_leaves() {
+        let store = MemoryStore::new();
+        let token = LeaseToken::generate().unwrap();
+        store.acquire(request("busy", token, Duration::from_secs(10))).await.unwrap();
+        let mut waiter = store.watch_releases("busy").await.unwrap();
+        store.release("busy", token, Duration::ZERO).await.unwrap();
+        assert_eq!(store.group_count(), 1, "a waiter still listens");
+        tokio::time::timeout(Duration::from_secs(1), waiter.released()).await.unwrap();
+        drop(waiter);
+        assert_eq!(store.group_count(), 0);
     }
 }

@@ -20,7 +20,10 @@ use async_trait::async_trait;
 #[doc(hidden)]
 pub use self::redis::ScriptCall;
 #[cfg(feature = "redis")]
-pub use self::redis::{DEFAULT_COMMAND_TIMEOUT, RedisGroupLayout, RedisStore, RedisStoreBuilder};
+pub use self::redis::{
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore,
+    RedisStoreBuilder,
+};
 /// The deadpool-redis version the Redis store is built on (with `deadpool_redis::redis`,
 /// redis-rs): the Sentinel and Cluster configurations and the pools that
 /// [`RedisStore`]'s builders take are its types.

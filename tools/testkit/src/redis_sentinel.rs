@@ -40,13 +40,13 @@ impl RedisSentinel {
             ),
         )
         .unwrap();
-        let sentinel = Command::new("redis-server")
+        let sentinel = Command::new(crate::redis_server::server_program())
             .arg(&config)
             .arg("--sentinel")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server --sentinel");
+            .expect("the Redis server binary, as a sentinel");
         let set_up = RedisSentinel { primary, replica, sentinel_port, sentinel, _dir: dir };
         set_up.wait_for("the replica to sync and the sentinel to see it", || {
             set_up.replica.cli(&["INFO", "replication"]).contains("master_link_status:up")

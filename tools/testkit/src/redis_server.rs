@@ -1,5 +1,9 @@
 //! Real `redis-server` processes for tests: started on a free port with no persistence and a
 //! log in a temporary directory, killed on drop; they can be killed, restarted and paused.
+//!
+//! The server binary is `$LEADER_TEST_REDIS_SERVER` (default `redis-server`) and the client
+//! `$LEADER_TEST_REDIS_CLI` (default `redis-cli`), so the same suites run on Valkey:
+//! `LEADER_TEST_REDIS_SERVER=…/valkey-server LEADER_TEST_REDIS_CLI=…/valkey-cli cargo test`.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -11,6 +15,7 @@ use tempfile::TempDir;
 /// The commands leader's scripts run inside the server.
 const SCRIPT_INTERNAL: &[&str] = &[
     "time",
+    "get",
     "hgetall",
     "hget",
     "hmget",
@@ -22,6 +27,16 @@ const SCRIPT_INTERNAL: &[&str] = &[
     "pexpireat",
     "publish",
 ];
+
+/// The server binary the tests run: `$LEADER_TEST_REDIS_SERVER`, or `redis-server`.
+pub fn server_program() -> String {
+    std::env::var("LEADER_TEST_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// The client binary the tests run: `$LEADER_TEST_REDIS_CLI`, or `redis-cli`.
+pub fn cli_program() -> String {
+    std::env::var("LEADER_TEST_REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_owned())
+}
 
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
@@ -66,8 +81,9 @@ impl RedisServer {
 
     /// Starts the server; false if it exited at once (its port was taken).
     fn try_spawn(&mut self) -> bool {
-        let mut child =
-            self.command().spawn().expect("redis-server on PATH (apt-get install redis-server)");
+        let mut child = self.command().spawn().unwrap_or_else(|error| {
+            panic!("{} on PATH (apt-get install redis-server): {error}", server_program())
+        });
         std::thread::sleep(Duration::from_millis(30));
         if matches!(child.try_wait(), Ok(Some(_))) {
             return false;
@@ -78,7 +94,7 @@ impl RedisServer {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new("redis-server");
+        let mut command = Command::new(server_program());
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -98,8 +114,9 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let child =
-            self.command().spawn().expect("redis-server on PATH (apt-get install redis-server)");
+        let child = self.command().spawn().unwrap_or_else(|error| {
+            panic!("{} on PATH (apt-get install redis-server): {error}", server_program())
+        });
         self.child = Some(child);
         wait_until_answers(self.port, &self.dir.path().join("redis.log"));
     }
@@ -176,11 +193,11 @@ impl RedisServer {
 
 /// Runs `redis-cli` against 127.0.0.1:`port` and returns its trimmed output.
 pub fn cli(port: u16, args: &[&str]) -> String {
-    let output = Command::new("redis-cli")
+    let output = Command::new(cli_program())
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)
         .output()
-        .expect("redis-cli on PATH");
+        .unwrap_or_else(|error| panic!("{} on PATH: {error}", cli_program()));
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
@@ -194,5 +211,5 @@ fn wait_until_answers(port: u16, log: &PathBuf) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let log = std::fs::read_to_string(log).unwrap_or_default();
-    panic!("redis-server on port {port} did not answer within 10 s; its log:\n{log}");
+    panic!("{} on port {port} did not answer within 10 s; its log:\n{log}", server_program());
 }

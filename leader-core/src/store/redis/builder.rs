@@ -8,12 +8,16 @@ use redis::sentinel::SentinelClient;
 
 use super::connection::ConnectionSource;
 use super::pubsub::SubscriberSource;
-use super::{RedisStore, url};
+use super::{RedisStore, Timings, url};
 use crate::Error;
 
 /// How long a store operation may take before it fails with [`Error::Timeout`], unless
 /// [`RedisStoreBuilder::command_timeout`] says otherwise.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a group's keys outlive its last slot, unless
+/// [`RedisStoreBuilder::idle_group_ttl`] says otherwise: one hour.
+pub const DEFAULT_IDLE_GROUP_TTL: Duration = Duration::from_secs(3600);
 
 /// Configures a [`RedisStore`]: made by [`RedisStore::builder`] (a standalone server's URL),
 /// [`RedisStore::sentinel_builder`], [`RedisStore::cluster_builder`] or
@@ -45,6 +49,7 @@ pub struct RedisStoreBuilder {
     target: Target,
     command_timeout: Duration,
     replica_ack: Option<(u32, Duration)>,
+    idle_group_ttl: Duration,
 }
 
 /// The deployment a store talks to.
@@ -94,7 +99,12 @@ impl RedisStore {
 
 impl RedisStoreBuilder {
     fn new(target: Target) -> Self {
-        RedisStoreBuilder { target, command_timeout: DEFAULT_COMMAND_TIMEOUT, replica_ack: None }
+        RedisStoreBuilder {
+            target,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            replica_ack: None,
+            idle_group_ttl: DEFAULT_IDLE_GROUP_TTL,
+        }
     }
 
     /// How long one operation may take before it fails with [`Error::Timeout`] (and the
@@ -121,6 +131,19 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// How long a group's keys outlive its last slot: every key the store writes carries a
+    /// TTL, at least this long past the group's longest live slot, so a group that is no
+    /// longer used (a per-tenant or per-job name) disappears this long after its last
+    /// slot ended. Default: 1 hour; at least 1 ms.
+    ///
+    /// A new group's first fence is the server clock in microseconds, above every fence
+    /// the vanished group handed out as long as the server clock has not gone back by more
+    /// than this since; keep it well above any clock step your servers may take.
+    pub fn idle_group_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_group_ttl = ttl;
+        self
+    }
+
     /// Checks every setting and makes the store, without connecting: the first operation
     /// connects.
     pub fn build(self) -> Result<RedisStore, Error> {
@@ -134,8 +157,14 @@ impl RedisStoreBuilder {
                 Some((replicas, crate::duration::positive("replica_ack", timeout)?))
             }
         };
+        let idle_group_ttl = crate::duration::positive("idle_group_ttl", self.idle_group_ttl)?;
         let (source, subscriber, description) = self.target.open()?;
-        Ok(RedisStore::new(source, subscriber, description, command_timeout, replica_ack))
+        Ok(RedisStore::new(
+            source,
+            subscriber,
+            description,
+            Timings { command_timeout, replica_ack, idle_group_ttl },
+        ))
     }
 
     /// [`build`](Self::build), then checks that the server answers within the command
@@ -230,6 +259,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("target", &target)
             .field("command_timeout", &self.command_timeout)
             .field("replica_ack", &self.replica_ack)
+            .field("idle_group_ttl", &self.idle_group_ttl)
             .finish()
     }
 }

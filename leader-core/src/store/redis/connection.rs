@@ -9,7 +9,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, ToRedisArgs, Value};
 use tokio::sync::Mutex;
 
-use super::scripts::LuaScript;
+use super::scripts::{LuaScript, SCRIPT_COUNT};
+use super::version;
 
 /// Where connections come from.
 #[derive(Clone)]
@@ -109,6 +110,8 @@ pub(crate) enum CallFailure {
     Pool(PoolFailure),
     /// The server or the connection failed the call.
     Redis(RedisError),
+    /// The server is older than the scripts need: its `redis_version`.
+    Unsupported(String),
 }
 
 /// The shared connection and how to replace it.
@@ -125,6 +128,12 @@ pub(crate) struct Connections {
     /// Serialises making a new connection, so a broken one is replaced once, not per caller.
     connecting: Mutex<()>,
     generation: AtomicU64,
+    /// Serialises refilling the server's script cache, so callers that find it empty
+    /// together send one EVAL, not one each.
+    reloading: Mutex<()>,
+    /// How many times each script was sent with EVAL, so a caller that waited for another's
+    /// refill knows to try EVALSHA again.
+    reloads: [AtomicU64; SCRIPT_COUNT],
 }
 
 impl Connections {
@@ -140,6 +149,8 @@ impl Connections {
             current: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             generation: AtomicU64::new(0),
+            reloading: Mutex::new(()),
+            reloads: Default::default(),
         }
     }
 
@@ -157,7 +168,8 @@ impl Connections {
     }
 
     /// The shared connection, made first if there is none; `true` if it was made just now.
-    pub(crate) async fn get(&self) -> Result<(u64, SharedConnection, bool), PoolFailure> {
+    /// A new connection is used only once its server proved recent enough.
+    pub(crate) async fn get(&self) -> Result<(u64, SharedConnection, bool), CallFailure> {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false));
         }
@@ -165,7 +177,11 @@ impl Connections {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false)); // another caller made it
         }
-        let connection = self.source.connect(self.reply_timeout).await?;
+        let mut connection =
+            self.source.connect(self.reply_timeout).await.map_err(CallFailure::Pool)?;
+        if let Some(found) = version::too_old(&mut connection).await.map_err(CallFailure::Redis)? {
+            return Err(CallFailure::Unsupported(found));
+        }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *self.current() = Some((generation, connection.clone()));
         Ok((generation, connection, true))
@@ -186,7 +202,10 @@ impl Connections {
     }
 
     /// Runs `script` with one EVALSHA; only if the server lost its script cache (NOSCRIPT)
-    /// does a second round trip send the source with EVAL, which caches it again.
+    /// does a second round trip send the source with EVAL, which caches it again. Callers
+    /// that find the cache empty together refill it once: one sends EVAL while the others
+    /// wait, then they send EVALSHA again (and EVAL only if that still finds no script, as
+    /// on another Cluster node).
     ///
     /// Two failures of a connection made earlier are retried once on a new connection, since
     /// every script is safe to repeat with the same token: a READONLY reply (the connection
@@ -205,12 +224,20 @@ impl Connections {
     ) -> Result<(Value, Option<i64>), CallFailure> {
         let mut retried = false;
         loop {
-            let (generation, mut connection, fresh) =
-                self.get().await.map_err(CallFailure::Pool)?;
+            let (generation, mut connection, fresh) = self.get().await?;
+            let reloads = &self.reloads[lua.index];
+            let reloads_before = reloads.load(Ordering::Acquire);
             let mut result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
-            if matches!(&result, Err(e) if e.code() == Some("NOSCRIPT")) {
-                tracing::debug!(script = lua.name, "script cache empty; sending the source");
-                result = run(&mut connection, lua.source, keys, args, wait, "EVAL").await;
+            if is_noscript(&result) {
+                let _reloading = self.reloading.lock().await;
+                if reloads.load(Ordering::Acquire) != reloads_before {
+                    result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
+                }
+                if is_noscript(&result) || reloads.load(Ordering::Acquire) == reloads_before {
+                    tracing::debug!(script = lua.name, "script cache empty; sending the source");
+                    result = run(&mut connection, lua.source, keys, args, wait, "EVAL").await;
+                    reloads.fetch_add(1, Ordering::AcqRel);
+                }
             }
             let error = match result {
                 Ok(reply) => return Ok(reply),
@@ -231,6 +258,10 @@ impl Connections {
             retried = true;
         }
     }
+}
+
+fn is_noscript<T>(result: &Result<T, RedisError>) -> bool {
+    matches!(result, Err(error) if error.code() == Some("NOSCRIPT"))
 }
 
 /// One script call (`EVALSHA sha` or `EVAL source`), pipelined with `WAIT` if asked.

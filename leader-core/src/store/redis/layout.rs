@@ -52,7 +52,7 @@ impl RedisStore {
     /// while its hash exists. Standalone and Sentinel only: on a Cluster, name the group.
     pub async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
         let (_, connection, _) =
-            self.inner.connections.get().await.map_err(|e| super::unavailable("scan", e))?;
+            self.inner.connections.get().await.map_err(|e| super::connect_failure("scan", e))?;
         let SharedConnection::Multiplexed(mut connection) = connection else {
             return Err(Error::Store {
                 store: "redis",
@@ -119,6 +119,7 @@ impl ScriptCall {
         lease_ms: u64,
         max_leaders: u32,
     ) -> Result<Self, Error> {
+        let idle_ms = super::builder::DEFAULT_IDLE_GROUP_TTL.as_millis();
         let keys = GroupKeys::new(key)?;
         Ok(ScriptCall {
             source: ACQUIRE.source,
@@ -131,6 +132,7 @@ impl ScriptCall {
                 lease_ms.to_string(),
                 max_leaders.to_string(),
                 keys.grant_channel().to_string(),
+                idle_ms.to_string(),
             ],
         })
     }

@@ -7,8 +7,9 @@ mod pubsub;
 mod reply;
 mod scripts;
 mod url;
+mod version;
 
-pub use self::builder::{DEFAULT_COMMAND_TIMEOUT, RedisStoreBuilder};
+pub use self::builder::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisStoreBuilder};
 
 use std::fmt;
 use std::sync::Arc;
@@ -32,11 +33,15 @@ use crate::{Error, LeaseToken};
 ///   the server lost its script cache), over one shared multiplexed connection that the
 ///   deadpool-redis pool makes and that is replaced when it breaks.
 /// - Time comes from the server's `TIME` inside the scripts, so client clocks do not matter.
-/// - A group is one hash, `{key}:group` (a hash tag, so a Cluster keeps it on one slot),
-///   without a TTL: each slot expires by its own record, so holders with different leases
-///   never lose slots to a key expiry, and the last fence outlives every slot. While the
-///   group is full, `{key}:full` marks it until just before its nearest expiry, so a
-///   failed attempt is refused without reading the clock or the records.
+/// - A group is one hash, `{key}:group` (a hash tag, so a Cluster keeps it on one slot):
+///   each slot expires by its own record, so holders with different leases never lose
+///   slots to a key expiry, and the hash expires
+///   [`idle_group_ttl`](RedisStoreBuilder::idle_group_ttl) after its longest live slot, so
+///   an unused group disappears. While the group is full, `{key}:full` (a value only the
+///   store writes) marks it until just before its nearest expiry, so a failed attempt is
+///   refused without reading the clock or the records.
+/// - The server must be Redis 7.0 or later, or Valkey: an older one is refused with
+///   [`Error::UnsupportedServer`] when a connection is made.
 /// - Fences are `max(last + 1, server time in µs)`: strictly increasing, even after the
 ///   server restarts without its data.
 /// - Releases are published; waiters in every process are woken by one pub/sub connection
@@ -60,8 +65,17 @@ struct Inner {
     releases: ReleaseHub,
     /// Replicas that must acknowledge a grant, and how long to wait for them.
     replica_ack: Option<(u32, Duration)>,
+    /// How long a group's keys outlive its last slot, in ms.
+    idle_group_ttl_ms: u64,
     /// Redacted addresses, for `Debug` and logs.
     description: String,
+}
+
+/// A store's checked timings.
+struct Timings {
+    command_timeout: Duration,
+    replica_ack: Option<(u32, Duration)>,
+    idle_group_ttl: Duration,
 }
 
 impl RedisStore {
@@ -69,9 +83,9 @@ impl RedisStore {
         source: ConnectionSource,
         subscriber: SubscriberSource,
         description: String,
-        command_timeout: Duration,
-        replica_ack: Option<(u32, Duration)>,
+        timings: Timings,
     ) -> Self {
+        let Timings { command_timeout, replica_ack, idle_group_ttl } = timings;
         install_tls_provider();
         RedisStore {
             inner: Arc::new(Inner {
@@ -82,6 +96,7 @@ impl RedisStore {
                 ),
                 releases: ReleaseHub::new(subscriber),
                 replica_ack,
+                idle_group_ttl_ms: millis(idle_group_ttl),
                 description,
             }),
         }
@@ -101,7 +116,7 @@ impl RedisStore {
         let connect = self.inner.connections.get();
         match tokio::time::timeout(self.command_timeout(), connect).await {
             Ok(Ok(_connection)) => Ok(()),
-            Ok(Err(error)) => Err(unavailable("connect", error)),
+            Ok(Err(failure)) => Err(connect_failure("connect", failure)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",
                 operation: "connect",
@@ -138,8 +153,8 @@ impl RedisStore {
         let call = self.inner.connections.eval_then_wait(lua, keys, args, wait);
         match tokio::time::timeout(limit, call).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(CallFailure::Pool(error))) => Err(unavailable(operation, error)),
             Ok(Err(CallFailure::Redis(error))) => Err(self.classify(operation, key, error).await),
+            Ok(Err(failure)) => Err(connect_failure(operation, failure)),
             Err(_) => {
                 // A black-holed connection never answers: replace it.
                 self.inner.connections.discard_current();
@@ -202,6 +217,17 @@ fn install_tls_provider() {
     }
 }
 
+/// A failure to get a connection: unreachable, or a server too old for the scripts.
+fn connect_failure(operation: &'static str, failure: CallFailure) -> Error {
+    match failure {
+        CallFailure::Pool(error) => unavailable(operation, error),
+        CallFailure::Redis(error) => unavailable(operation, error),
+        CallFailure::Unsupported(found) => {
+            Error::UnsupportedServer { store: "redis", found, required: version::REQUIRED }
+        }
+    }
+}
+
 fn unavailable(
     operation: &'static str,
     error: impl std::error::Error + Send + Sync + 'static,
@@ -211,7 +237,7 @@ fn unavailable(
 
 fn millis(duration: Duration) -> u64 {
     let whole = duration.as_millis() as u64;
-    if duration.subsec_nanos() % 1_000_000 == 0 { whole } else { whole + 1 }
+    if duration.subsec_nanos().is_multiple_of(1_000_000) { whole } else { whole + 1 }
 }
 
 #[async_trait]
@@ -238,6 +264,7 @@ impl LeaseStore for RedisStore {
                     &lease,
                     &request.max_leaders,
                     &keys.grant_channel(),
+                    &self.inner.idle_group_ttl_ms,
                 ],
                 self.inner.replica_ack,
             )
@@ -245,21 +272,20 @@ impl LeaseStore for RedisStore {
         let outcome = reply::acquire(reply, request)?;
         if let (AcquireOutcome::Granted(_), Some((required, timeout)), Some(acknowledged)) =
             (outcome, self.inner.replica_ack, acknowledged)
+            && acknowledged < i64::from(required)
         {
-            if acknowledged < i64::from(required) {
-                // Give the grant back; if that fails too, the slot expires with its lease.
-                // Either way the caller learns what happened to its grant: NotReplicated.
-                if let Err(error) = self.release(request.key, request.token, Duration::ZERO).await {
-                    tracing::warn!(
-                        group = request.key,
-                        %error,
-                        "could not release a grant too few replicas acknowledged; it expires \
-                         with its lease"
-                    );
-                }
-                let acknowledged = acknowledged.max(0) as u32;
-                return Err(Error::NotReplicated { acknowledged, required, timeout });
+            // Give the grant back; if that fails too, the slot expires with its lease.
+            // Either way the caller learns what happened to its grant: NotReplicated.
+            if let Err(error) = self.release(request.key, request.token, Duration::ZERO).await {
+                tracing::warn!(
+                    group = request.key,
+                    %error,
+                    "could not release a grant too few replicas acknowledged; it expires \
+                     with its lease"
+                );
             }
+            let acknowledged = acknowledged.max(0) as u32;
+            return Err(Error::NotReplicated { acknowledged, required, timeout });
         }
         Ok(outcome)
     }
@@ -273,7 +299,13 @@ impl LeaseStore for RedisStore {
         let keys = GroupKeys::new(key)?;
         let lease = millis(lease_time);
         let reply = self
-            .call("renew", key, &RENEW, &[&keys.group(), &keys.full()], &[&TokenArg(token), &lease])
+            .call(
+                "renew",
+                key,
+                &RENEW,
+                &[&keys.group(), &keys.full()],
+                &[&TokenArg(token), &lease, &self.inner.idle_group_ttl_ms],
+            )
             .await?;
         reply::renew(reply)
     }
@@ -309,7 +341,7 @@ impl LeaseStore for RedisStore {
         GroupKeys::new(key)?;
         let watch = self.inner.releases.watch(key);
         match tokio::time::timeout(self.command_timeout(), watch).await {
-            Ok(Ok(receiver)) => Ok(ReleaseWatch::new(receiver, None)),
+            Ok(Ok((receiver, forget))) => Ok(ReleaseWatch::new(receiver, Some(forget))),
             Ok(Err(error)) => Err(unavailable("watch", error)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",

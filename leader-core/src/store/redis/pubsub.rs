@@ -1,6 +1,7 @@
 //! The release hub: one pub/sub connection per store that turns release messages into
 //! wake-ups of local waiters, so waiting costs no polling.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -62,13 +63,20 @@ impl ReleaseHub {
         }
     }
 
-    /// A receiver woken by every release of group `key`. The subscription is confirmed by
-    /// the server before this returns, so no later release is missed.
-    pub(crate) async fn watch(&self, key: &str) -> Result<watch::Receiver<u64>, RedisError> {
+    /// A receiver woken by every release of group `key`, and what to keep beside it: the
+    /// group's entry is dropped when its last receiver goes, so the hub keeps only the
+    /// groups someone waits for. The subscription is confirmed by the server before this
+    /// returns, so no later release is missed.
+    pub(crate) async fn watch(
+        &self,
+        key: &str,
+    ) -> Result<(watch::Receiver<u64>, Arc<dyn Any + Send + Sync>), RedisError> {
         self.inner.running.get_or_try_init(|| self.start()).await?;
+        let channel = release_channel(key);
         let mut channels = self.inner.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = channels.entry(release_channel(key)).or_insert_with(|| watch::Sender::new(0));
-        Ok(sender.subscribe())
+        let sender = channels.entry(channel.clone()).or_insert_with(|| watch::Sender::new(0));
+        let forget = ForgetWhenUnwatched { hub: Arc::downgrade(&self.inner), channel };
+        Ok((sender.subscribe(), Arc::new(forget)))
     }
 
     async fn start(&self) -> Result<(), RedisError> {
@@ -81,6 +89,23 @@ impl ReleaseHub {
             }
         });
         Ok(())
+    }
+}
+
+/// Kept beside a waiter's receiver (and dropped after it): drops the group's entry once no
+/// receiver is left.
+struct ForgetWhenUnwatched {
+    hub: Weak<HubInner>,
+    channel: String,
+}
+
+impl Drop for ForgetWhenUnwatched {
+    fn drop(&mut self) {
+        let Some(hub) = self.hub.upgrade() else { return };
+        let mut channels = hub.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if channels.get(&self.channel).is_some_and(|sender| sender.receiver_count() == 0) {
+            channels.remove(&self.channel);
+        }
     }
 }
 

@@ -23,9 +23,12 @@ if keep_until > now then
   full_until_at_most(KEYS[2], kept)
   reply = {2, kept - now}
 else
-  -- The group's max and fence stay: the fence must never go back. It is no longer full.
+  -- The group's max and fence stay until the group expires, `idle` after its longest
+  -- slot. It is no longer full.
   redis.call('HDEL', group, token)
-  redis.call('DEL', KEYS[2])
+  if our_marker(KEYS[2]) then
+    redis.call('DEL', KEYS[2])
+  end
 end
 redis.call('PUBLISH', ARGV[3], '')
 return reply

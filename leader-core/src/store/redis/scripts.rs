@@ -10,24 +10,29 @@ use crate::{Error, LeaseToken};
 /// One script, by the SHA1 that EVALSHA names and the source that EVAL sends on NOSCRIPT.
 pub(crate) struct LuaScript {
     pub name: &'static str,
+    /// Its place among [`SCRIPT_COUNT`] scripts, for per-script state of a store.
+    pub index: usize,
     pub source: &'static str,
     pub hash: String,
 }
 
 macro_rules! lua_script {
-    ($name:literal) => {
+    ($name:literal, $index:literal) => {
         LazyLock::new(|| {
             let source =
                 concat!(include_str!("prelude.lua"), "\n", include_str!(concat!($name, ".lua")));
-            LuaScript { name: $name, source, hash: Script::new(source).get_hash().to_owned() }
+            let hash = Script::new(source).get_hash().to_owned();
+            LuaScript { name: $name, index: $index, source, hash }
         })
     };
 }
 
-pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire");
-pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew");
-pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release");
-pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state");
+/// How many scripts there are.
+pub(crate) const SCRIPT_COUNT: usize = 4;
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0);
+pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1);
+pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2);
+pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3);
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call
