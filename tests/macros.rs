@@ -147,6 +147,31 @@ async fn on_store_error_skip_turns_store_failures_into_skips() {
     assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
 }
 
+#[leader_election(name = "patient", store = store, on_store_error = "skip", wait_time = "10s")]
+async fn patient(store: RedisStore) -> u8 {
+    1
+}
+
+#[tokio::test]
+async fn on_store_error_skip_keeps_trying_until_the_wait_is_over() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    server.kill();
+    let started = tokio::time::Instant::now();
+    let restart = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        server.restart();
+        server
+    });
+    // The store fails for the first 800 ms of the 10 s wait; the call keeps trying.
+    assert_eq!(patient(store).await.unwrap(), LeaderRunResult::Elected(1));
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    drop(restart.join().unwrap());
+}
+
 #[leader_group_election(name = "redis-pool", max_leaders = 2, lease_time = "1m", store = store)]
 async fn on_redis(store: RedisStore) -> u64 {
     Lease::current().unwrap().fence()

@@ -142,7 +142,7 @@ impl KeyOptions {
 }
 
 /// Checks a group or role name: non-empty, no whitespace, no control characters.
-pub(crate) fn check_name(name: &str) -> Result<(), Error> {
+pub fn check_name(name: &str) -> Result<(), Error> {
     let invalid = |reason: String| Err(Error::InvalidName { name: name.to_owned(), reason });
     if name.is_empty() {
         return invalid("must not be empty".to_owned());

@@ -28,6 +28,35 @@ pub struct MacroOptions {
     pub skip_on_store_error: bool,
 }
 
+pub use crate::key::check_name;
+
+/// What a wrapped fn returns: implemented once for every type, and once more for futures
+/// and for streams. Asking which implementation a type uses is ambiguous, so a compile error
+/// (E0283, listing these implementations), exactly when the type is a future or a stream.
+pub trait WrappedFnReturns<Kind> {}
+
+/// The implementation every type has.
+pub struct NeitherAFutureNorAStream;
+/// The implementation a future has: it would run after the slot was released.
+pub struct AFutureThatWouldRunAfterTheSlotIsReleased;
+/// The implementation a stream has: it would be consumed after the slot was released.
+pub struct AStreamThatWouldRunAfterTheSlotIsReleased;
+
+impl<T: ?Sized> WrappedFnReturns<NeitherAFutureNorAStream> for T {}
+impl<T: ?Sized + Future> WrappedFnReturns<AFutureThatWouldRunAfterTheSlotIsReleased> for T {}
+impl<T: ?Sized + futures_util::Stream> WrappedFnReturns<AStreamThatWouldRunAfterTheSlotIsReleased>
+    for T
+{
+}
+
+/// Compiles only when `T` is neither a future nor a stream (see [`WrappedFnReturns`]).
+pub fn a_wrapped_fn_must_not_return_a_future_or_stream<T, Kind>(
+    _result: &Result<LeaderRunResult<T>, Error>,
+) where
+    T: WrappedFnReturns<Kind>,
+{
+}
+
 /// A store given as `store = <expr>`.
 pub fn shared_store<S: LeaseStore + 'static>(store: S) -> Arc<dyn LeaseStore> {
     Arc::new(store)
@@ -40,6 +69,11 @@ fn process_holder_id() -> &'static str {
 }
 
 /// Runs `body` under a slot of group `name`, as `run_if_leader` does.
+///
+/// With `on_store_error = "skip"`, a store failure does not end the wait: the call keeps
+/// trying (after a short pause, doubling up to 1 s) until `wait_time` is over, and only then
+/// returns `Skipped`; without a wait, the first failure is a `Skipped`. A failure is logged
+/// as a warning each time.
 pub async fn run<F, Fut, T>(
     store: Option<Arc<dyn LeaseStore>>,
     options: &MacroOptions,
@@ -51,18 +85,40 @@ where
     Fut: Future<Output = T>,
 {
     let store = store.or_else(default_store).ok_or(Error::NoDefaultStore)?;
-    let elector_options = LeaderGroupElectionOptions::new(options.max_leaders)
-        .wait_time(Duration::from_millis(options.wait_ms))
-        .lease_time(Duration::from_millis(options.lease_ms))
-        .min_lease_time(Duration::from_millis(options.min_lease_ms))
-        .auto_extend(options.auto_extend)
-        .holder_id(options.holder_id.unwrap_or_else(process_holder_id));
-    let elector = LeaderGroupElector::from_shared_store(store, elector_options)?;
-    match elector.run_if_leader(name, body).await {
-        Err(error) if options.skip_on_store_error && error.is_store_failure() => {
+    let wait = Duration::from_millis(options.wait_ms);
+    let deadline = tokio::time::Instant::now() + wait;
+    let elector_with_wait = |wait: Duration| {
+        let elector_options = LeaderGroupElectionOptions::new(options.max_leaders)
+            .wait_time(wait)
+            .lease_time(Duration::from_millis(options.lease_ms))
+            .min_lease_time(Duration::from_millis(options.min_lease_ms))
+            .auto_extend(options.auto_extend)
+            .holder_id(options.holder_id.unwrap_or_else(process_holder_id));
+        LeaderGroupElector::from_shared_store(store.clone(), elector_options)
+    };
+    let mut body = Some(body);
+    let mut pause = Duration::from_millis(50);
+    let mut wait_left = wait;
+    loop {
+        // The body runs at most once: an attempt that fails before a grant leaves it here.
+        let attempt = elector_with_wait(wait_left)?
+            .run_if_leader(name, |lease| body.take().expect("taken only when elected")(lease))
+            .await;
+        let error = match attempt {
+            Err(error) if options.skip_on_store_error && error.is_store_failure() => error,
+            result => return result,
+        };
+        wait_left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if body.is_none() || wait_left.is_zero() {
             tracing::warn!(group = name, %error, "store failed; skipping as on_store_error = \"skip\" asks");
-            Ok(LeaderRunResult::Skipped)
+            return Ok(LeaderRunResult::Skipped);
         }
-        result => result,
+        tracing::warn!(
+            group = name, %error, ?wait_left,
+            "store failed; trying again until wait_time is over, as on_store_error = \"skip\" asks"
+        );
+        tokio::time::sleep(pause.min(wait_left)).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+        wait_left = deadline.saturating_duration_since(tokio::time::Instant::now());
     }
 }

@@ -1,5 +1,7 @@
 //! The macros' arguments: parsing, checking, and what each one means.
 
+use std::time::Duration;
+
 use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -42,9 +44,6 @@ impl Flavor {
     }
 }
 
-/// The runtime's default lease time, in milliseconds.
-const DEFAULT_LEASE_MS: u64 = 30_000;
-
 /// The arguments after checking.
 pub(crate) struct Args {
     pub name: LitStr,
@@ -81,6 +80,17 @@ impl RawValue {
 
 impl Parse for RawArg {
     fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.peek(Lit) {
+            let lit: Lit = input.parse()?;
+            let hint = match &lit {
+                Lit::Str(text) => format!("write `name = {:?}`", text.value()),
+                _ => "write `key = value`, such as `lease_time = \"10s\"`".to_owned(),
+            };
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("the arguments are `key = value` pairs, not bare values; {hint}"),
+            ));
+        }
         let key = if input.peek(Token![crate]) {
             let token: Token![crate] = input.parse()?;
             Ident::new("crate", token.span)
@@ -89,10 +99,11 @@ impl Parse for RawArg {
         };
         let value = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
-            if key == "store" {
-                Some(RawValue::Expr(Box::new(input.parse()?)))
-            } else {
-                Some(RawValue::Lit(input.parse()?))
+            // Any expression parses, so that a constant or a call gets a message naming the
+            // argument; only `store` takes one.
+            match input.parse::<Expr>()? {
+                Expr::Lit(lit) if key != "store" => Some(RawValue::Lit(lit.lit)),
+                expr => Some(RawValue::Expr(Box::new(expr))),
             }
         } else {
             None
@@ -111,6 +122,7 @@ impl Args {
         let mut name = None;
         let mut max_leaders = None;
         let (mut wait_ms, mut lease_ms, mut min_lease_ms) = (0, None, None);
+        let mut wait_span = Span::call_site();
         let mut auto_extend = false;
         let (mut holder_id, mut store, mut skip_on_store_error, mut krate) =
             (None, None, false, None);
@@ -142,13 +154,13 @@ impl Args {
             }
             seen.push(key_name.clone());
             let result = match key_name.as_str() {
-                "name" => string(&key, value).map(|lit| name = Some(lit)),
-                "max_leaders" => integer(&key, value).map(|n| max_leaders = Some((n, key.span()))),
-                "wait_time" => duration(&key, value).map(|(ms, _)| wait_ms = ms),
+                "name" => string(&key, value, "\"report-{tenant}\"").map(|lit| name = Some(lit)),
+                "max_leaders" => integer(&key, value).map(|n| max_leaders = Some(n)),
+                "wait_time" => duration(&key, value).map(|(ms, span)| (wait_ms, wait_span) = (ms, span)),
                 "lease_time" => duration(&key, value).map(|d| lease_ms = Some(d)),
                 "min_lease_time" => duration(&key, value).map(|d| min_lease_ms = Some(d)),
                 "auto_extend" => flag(&key, value).map(|on| auto_extend = on),
-                "holder_id" => string(&key, value).and_then(|lit| check_holder(lit).map(|lit| holder_id = Some(lit))),
+                "holder_id" => string(&key, value, "\"worker-1\"").map(|lit| holder_id = Some(lit)),
                 "store" => match value {
                     Some(RawValue::Expr(expr)) => {
                         store = Some(*expr);
@@ -156,7 +168,7 @@ impl Args {
                     }
                     _ => Err(syn::Error::new(key.span(), "write `store = <expression>`, such as `store = self.store.clone()`")),
                 },
-                "on_store_error" => string(&key, value).and_then(|lit| match lit.value().as_str() {
+                "on_store_error" => string(&key, value, "\"skip\"").and_then(|lit| match lit.value().as_str() {
                     "error" => Ok(()),
                     "skip" => {
                         skip_on_store_error = true;
@@ -167,7 +179,7 @@ impl Args {
                         format!("`on_store_error` is \"error\" (the default) or \"skip\", not {other:?}"),
                     )),
                 }),
-                "crate" => string(&key, value).and_then(|lit| lit.parse::<syn::Path>().map(|path| krate = Some(path))),
+                "crate" => string(&key, value, "\"leader\"").and_then(|lit| lit.parse::<syn::Path>().map(|path| krate = Some(path))),
                 _ => unreachable_argument(&key),
             };
             if let Err(error) = result {
@@ -176,24 +188,8 @@ impl Args {
         }
 
         let call_site = Span::call_site();
-        let lease = lease_ms.unwrap_or((DEFAULT_LEASE_MS, call_site));
-        if lease.0 == 0 {
-            errors.push(lease.1, "`lease_time` must be longer than zero");
-        }
-        if let Some((min, span)) = min_lease_ms
-            && min > lease.0
-        {
-            errors.push(
-                span,
-                format!(
-                    "`min_lease_time` ({min} ms) must not exceed `lease_time` ({} ms)",
-                    lease.0
-                ),
-            );
-        }
-        if auto_extend && lease.0 > 0 && lease.0 < 3 {
-            errors.push(lease.1, "with `auto_extend`, `lease_time` must be at least 3ms (renewal every lease_time / 3)");
-        }
+        let default_lease_ms = leader_core::DEFAULT_LEASE_TIME.as_millis() as u64;
+        let lease = lease_ms.unwrap_or((default_lease_ms, call_site));
         let max_leaders = match (flavor, max_leaders) {
             (Flavor::Single, _) => 1,
             (Flavor::Group, None) => {
@@ -226,6 +222,27 @@ impl Args {
                 .err()
                 .unwrap_or_else(|| syn::Error::new(call_site, "missing `name`")));
         };
+        // The runtime's own rules (durations, minimum lease, renewal, holder id), checked
+        // here with the runtime's own code, so compile time and run time never disagree.
+        let checked = runtime_checked(
+            wait_ms,
+            lease.0,
+            min_lease_ms.map_or(0, |(ms, _)| ms),
+            auto_extend,
+            holder_id.as_ref().map(LitStr::value),
+        );
+        if let Err(error) = checked {
+            let span = match &error {
+                leader_core::Error::InvalidOption { option, .. } => match *option {
+                    "wait_time" => wait_span,
+                    "min_lease_time" => min_lease_ms.map_or(call_site, |(_, span)| span),
+                    "holder_id" => holder_id.as_ref().map_or(call_site, LitStr::span),
+                    _ => lease.1,
+                },
+                _ => call_site,
+            };
+            errors.push(span, format!("{error} (checked at compile time)"));
+        }
         errors.finish()?;
         Ok(Args {
             name,
@@ -246,28 +263,61 @@ fn unreachable_argument(key: &Ident) -> syn::Result<()> {
     Err(syn::Error::new(key.span(), "internal error: argument listed as valid but not handled"))
 }
 
-fn string(key: &Ident, value: Option<RawValue>) -> syn::Result<LitStr> {
+/// What was written where a literal belongs, for messages.
+fn found(value: &RawValue) -> String {
     match value {
-        Some(RawValue::Lit(Lit::Str(lit))) => Ok(lit),
-        Some(other) => {
-            Err(syn::Error::new(other.span(), format!("`{key}` takes a string literal")))
-        }
-        None => Err(syn::Error::new(key.span(), format!("`{key}` needs a value: `{key} = \"…\"`"))),
+        RawValue::Lit(Lit::Str(_)) => "a string".to_owned(),
+        RawValue::Lit(Lit::Int(_)) => "an integer".to_owned(),
+        RawValue::Lit(Lit::Bool(_)) => "a bool".to_owned(),
+        RawValue::Lit(_) => "another kind of literal".to_owned(),
+        RawValue::Expr(expr) => format!(
+            "the expression `{}`; the macro checks every value at compile time, so constants \
+             and expressions are not accepted",
+            quote::quote!(#expr).to_string().replace(" :: ", "::")
+        ),
     }
 }
 
-fn integer(key: &Ident, value: Option<RawValue>) -> syn::Result<u32> {
+fn string(key: &Ident, value: Option<RawValue>, example: &str) -> syn::Result<LitStr> {
     match value {
-        Some(RawValue::Lit(Lit::Int(lit))) => lit.base10_parse::<u32>(),
-        Some(other) => {
-            Err(syn::Error::new(other.span(), format!("`{key}` takes an integer literal")))
+        Some(RawValue::Lit(Lit::Str(lit))) => Ok(lit),
+        Some(other) => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "`{key}` takes a string literal, such as `{key} = {example}`; found {}",
+                found(&other)
+            ),
+        )),
+        None => {
+            Err(syn::Error::new(key.span(), format!("`{key}` needs a value: `{key} = {example}`")))
         }
+    }
+}
+
+/// An integer literal and where it was written.
+fn integer(key: &Ident, value: Option<RawValue>) -> syn::Result<(u32, Span)> {
+    match value {
+        Some(RawValue::Lit(Lit::Int(lit))) => {
+            lit.base10_parse::<u32>().map(|n| (n, lit.span())).map_err(|_| {
+                syn::Error::new(
+                    lit.span(),
+                    format!("`{key}` takes a whole number from 1 to {}", u32::MAX),
+                )
+            })
+        }
+        Some(other) => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "`{key}` takes an integer literal, such as `{key} = 3`; found {}",
+                found(&other)
+            ),
+        )),
         None => Err(syn::Error::new(key.span(), format!("`{key}` needs a value: `{key} = 3`"))),
     }
 }
 
 fn duration(key: &Ident, value: Option<RawValue>) -> syn::Result<(u64, Span)> {
-    let lit = string(key, value)?;
+    let lit = string(key, value, "\"10s\"")?;
     parse_millis(&lit.value())
         .map(|ms| (ms, lit.span()))
         .map_err(|message| syn::Error::new(lit.span(), message))
@@ -279,18 +329,26 @@ fn flag(key: &Ident, value: Option<RawValue>) -> syn::Result<bool> {
         Some(RawValue::Lit(Lit::Bool(lit))) => Ok(lit.value),
         Some(other) => Err(syn::Error::new(
             other.span(),
-            format!("`{key}` is a flag: `{key}` or `{key} = false`"),
+            format!("`{key}` is a flag: `{key}` or `{key} = false`; found {}", found(&other)),
         )),
     }
 }
 
-fn check_holder(lit: LitStr) -> syn::Result<LitStr> {
-    let text = lit.value();
-    if text.is_empty() || text.len() > 256 || text.chars().any(char::is_control) {
-        return Err(syn::Error::new(
-            lit.span(),
-            "`holder_id` must be 1 to 256 bytes with no control characters",
-        ));
+/// The options as the runtime will build them, checked by the runtime's validation.
+fn runtime_checked(
+    wait_ms: u64,
+    lease_ms: u64,
+    min_lease_ms: u64,
+    auto_extend: bool,
+    holder_id: Option<String>,
+) -> Result<(), leader_core::Error> {
+    let options = leader_core::LeaderElectionOptions::new()
+        .wait_time(Duration::from_millis(wait_ms))
+        .lease_time(Duration::from_millis(lease_ms))
+        .min_lease_time(Duration::from_millis(min_lease_ms))
+        .auto_extend(auto_extend);
+    match holder_id {
+        Some(holder_id) => options.holder_id(holder_id).validate(),
+        None => options.validate(),
     }
-    Ok(lit)
 }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-/// The longest duration the runtime accepts: 2^47 ms (its `MAX_DURATION`).
-const MAX_MILLIS: u128 = 1 << 47;
+/// The longest duration the runtime accepts, in ms.
+const MAX_MILLIS: u128 = leader_core::MAX_DURATION.as_millis();
 
 /// Parses `text` into whole milliseconds (a fractional millisecond rounds up), or says
 /// what is wrong.

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, GenericArgument, ItemFn, Pat, PathArguments, ReturnType, Type, TypeParamBound};
+use syn::{
+    FnArg, GenericArgument, ItemFn, Pat, PathArguments, ReturnType, Token, Type, TypeParamBound,
+};
 
 use crate::args::{Args, Flavor};
 use crate::errors::Errors;
@@ -16,7 +18,7 @@ use crate::name::name_expression;
 /// Expands one macro use; on any error, the original item is emitted beside the errors so
 /// that the rest of the crate (and the IDE) still sees the function.
 pub(crate) fn expand(flavor: Flavor, attribute: TokenStream, item: TokenStream) -> TokenStream {
-    let expanded = syn::parse2::<ItemFn>(item.clone())
+    let expanded = parse_function(flavor, item.clone())
         .and_then(|function| expand_function(flavor, attribute, function));
     match expanded {
         Ok(expanded) => expanded,
@@ -25,6 +27,30 @@ pub(crate) fn expand(flavor: Flavor, attribute: TokenStream, item: TokenStream) 
             quote!(#error #item)
         }
     }
+}
+
+/// The wrapped item, which must be a fn with a body.
+fn parse_function(flavor: Flavor, item: TokenStream) -> syn::Result<ItemFn> {
+    if let Ok(function) = syn::parse2::<ItemFn>(item.clone()) {
+        return Ok(function);
+    }
+    let found = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(syn::Item::Struct(_)) => "a struct",
+        Ok(syn::Item::Enum(_)) => "an enum",
+        Ok(syn::Item::Impl(_)) => "an impl block; put it on each async fn inside",
+        Ok(syn::Item::Trait(_)) => "a trait",
+        Ok(syn::Item::Mod(_)) => "a module",
+        Ok(syn::Item::Const(_) | syn::Item::Static(_)) => "a constant",
+        _ if syn::parse2::<syn::TraitItemFn>(item.clone()).is_ok() => {
+            "a fn without a body (a trait's declaration); put it on the implementation"
+        }
+        _ => "something other than a fn",
+    };
+    let span = item.into_iter().next().map_or_else(Span::call_site, |token| token.span());
+    Err(syn::Error::new(
+        span,
+        format!("{} wraps an `async fn` with a body, not {found}", flavor.attribute()),
+    ))
 }
 
 fn expand_function(
@@ -39,17 +65,28 @@ fn expand_function(
             format!("{} wraps an `async fn`; add `async` before `fn`", flavor.attribute()),
         );
     }
-    if let ReturnType::Type(_, ty) = &function.sig.output
-        && is_stream(ty)
-    {
-        errors.push(
-            ty.span(),
-            format!(
-                "{} cannot wrap a function that returns a stream: the slot would be released \
-                     before the stream is consumed, and per-item lease extension is undefined",
-                flavor.attribute()
+    if let ReturnType::Type(_, ty) = &function.sig.output {
+        match deferred_kind(ty) {
+            Some(Deferred::Stream) => errors.push(
+                ty.span(),
+                format!(
+                    "{} cannot wrap a function that returns a stream: the slot would be \
+                     released before the stream is consumed, and per-item lease extension is \
+                     undefined; collect the items inside the body instead",
+                    flavor.attribute()
+                ),
             ),
-        );
+            Some(Deferred::Future) => errors.push(
+                ty.span(),
+                format!(
+                    "{} cannot wrap a function that returns a future: the slot would be \
+                     released before the returned future runs; `.await` it inside the body \
+                     instead",
+                    flavor.attribute()
+                ),
+            ),
+            None => {}
+        }
     }
     let args = Args::parse(attribute, flavor).map_err(|error| errors.add(error)).ok();
     let name = args.as_ref().and_then(|args| {
@@ -82,35 +119,72 @@ fn argument_names(function: &ItemFn) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether `ty` is a stream: `impl Stream…`, `dyn Stream…`, `BoxStream…`, or one of those
-/// inside `Pin<Box<…>>` and the like.
-fn is_stream(ty: &Type) -> bool {
-    let stream_bound = |bound: &TypeParamBound| match bound {
-        TypeParamBound::Trait(bound) => bound.path.segments.last().is_some_and(|segment| {
-            matches!(segment.ident.to_string().as_str(), "Stream" | "TryStream")
-        }),
-        _ => false,
+/// A return value that runs after the fn returned, and so after the slot was released.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deferred {
+    Future,
+    Stream,
+}
+
+/// What `ty`, as written, defers: `impl Stream…`, `dyn Future…`, `BoxStream…`,
+/// `BoxFuture…`, or one of those inside `Pin<Box<…>>` and the like. Types behind another
+/// name are caught by the trait check of the expansion instead.
+fn deferred_kind(ty: &Type) -> Option<Deferred> {
+    let kind_of = |name: &str| match name {
+        "Stream" | "TryStream" | "BoxStream" | "LocalBoxStream" => Some(Deferred::Stream),
+        "Future" | "TryFuture" | "IntoFuture" | "BoxFuture" | "LocalBoxFuture" => {
+            Some(Deferred::Future)
+        }
+        _ => None,
+    };
+    let bound_kind = |bound: &TypeParamBound| match bound {
+        TypeParamBound::Trait(bound) => {
+            bound.path.segments.last().and_then(|segment| kind_of(&segment.ident.to_string()))
+        }
+        _ => None,
     };
     match ty {
-        Type::ImplTrait(ty) => ty.bounds.iter().any(stream_bound),
-        Type::TraitObject(ty) => ty.bounds.iter().any(stream_bound),
-        Type::Paren(ty) => is_stream(&ty.elem),
-        Type::Group(ty) => is_stream(&ty.elem),
-        Type::Path(ty) => ty.path.segments.last().is_some_and(|segment| {
+        Type::ImplTrait(ty) => ty.bounds.iter().find_map(bound_kind),
+        Type::TraitObject(ty) => ty.bounds.iter().find_map(bound_kind),
+        Type::Paren(ty) => deferred_kind(&ty.elem),
+        Type::Group(ty) => deferred_kind(&ty.elem),
+        Type::Path(ty) => ty.path.segments.last().and_then(|segment| {
+            let name = segment.ident.to_string();
             let boxed =
-                matches!(segment.ident.to_string().as_str(), "BoxStream" | "LocalBoxStream");
-            let wrapped = matches!(segment.ident.to_string().as_str(), "Pin" | "Box")
-                && match &segment.arguments {
-                    PathArguments::AngleBracketed(args) => args.args.iter().any(|arg| match arg {
-                        GenericArgument::Type(inner) => is_stream(inner),
-                        _ => false,
-                    }),
-                    _ => false,
-                };
-            boxed || wrapped
+                kind_of(&name).filter(|_| name.starts_with("Box") || name.starts_with("LocalBox"));
+            let wrapped = || match (&segment.arguments, name.as_str()) {
+                (PathArguments::AngleBracketed(args), "Pin" | "Box") => {
+                    args.args.iter().find_map(|arg| match arg {
+                        GenericArgument::Type(inner) => deferred_kind(inner),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            };
+            boxed.or_else(wrapped)
         }),
-        _ => false,
+        _ => None,
     }
+}
+
+/// `ty` with every `impl Trait` replaced by `_`, so it can annotate a `let` (as tracing's
+/// `#[instrument]` does).
+fn erase_impl_trait(ty: &Type) -> Type {
+    struct Eraser;
+    impl syn::visit_mut::VisitMut for Eraser {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(impl_trait) = ty {
+                *ty = Type::Infer(syn::TypeInfer {
+                    underscore_token: Token![_](impl_trait.impl_token.span),
+                });
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut erased = ty.clone();
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Eraser, &mut erased);
+    erased
 }
 
 fn generate(args: Args, name: TokenStream, function: ItemFn) -> TokenStream {
@@ -119,6 +193,33 @@ fn generate(args: Args, name: TokenStream, function: ItemFn) -> TokenStream {
     let (output, output_span) = match &sig.output {
         ReturnType::Default => (quote!(()), sig.ident.span()),
         ReturnType::Type(_, ty) => (quote!(#ty), ty.span()),
+    };
+    // The declared return type is the body's expected type: a `return` of that type
+    // (never reached) fixes the async block's output before the body is checked, so the
+    // body's value coerces (`&String` to `&str`, `Box<T>` to `Box<dyn Trait>`) and a type
+    // error points into the body.
+    let expected = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => {
+            let erased = erase_impl_trait(ty);
+            quote!(#erased)
+        }
+    };
+    let expected_return = quote_spanned! {output_span=>
+        #[allow(
+            unknown_lints, unreachable_code, clippy::diverging_sub_expression,
+            clippy::let_unit_value, clippy::unreachable, clippy::let_with_type_underscore,
+            clippy::empty_loop
+        )]
+        if false {
+            let __leader_expected_return: #expected = loop {};
+            return __leader_expected_return;
+        }
+    };
+    // A future or stream behind another name (a type alias, a boxed trait object) is
+    // refused by its type: the check is ambiguous, so an error, exactly when it is one.
+    let no_deferred_value = quote_spanned! {output_span=>
+        #krate::__private::a_wrapped_fn_must_not_return_a_future_or_stream(&__leader_result);
     };
     sig.output = syn::parse_quote_spanned! {output_span=>
         -> ::core::result::Result<#krate::LeaderRunResult<#output>, #krate::Error>
@@ -150,8 +251,18 @@ fn generate(args: Args, name: TokenStream, function: ItemFn) -> TokenStream {
                 holder_id: #holder_id,
                 skip_on_store_error: #skip_on_store_error,
             };
-            #krate::__private::run(__leader_store, &__LEADER_OPTIONS, &__leader_name, move |_| async move #block)
-                .await
+            let __leader_result = #krate::__private::run(
+                __leader_store,
+                &__LEADER_OPTIONS,
+                &__leader_name,
+                move |_| async move {
+                    #expected_return
+                    #block
+                },
+            )
+            .await;
+            #no_deferred_value
+            __leader_result
         }
     }
 }

@@ -33,11 +33,16 @@ use args::Flavor;
 /// | `auto_extend` | off | renew every `lease_time / 3` while the body runs (`auto_extend = false` to spell out the default) |
 /// | `holder_id = "…"` | `hostname:pid:random`, one per process | this candidate's id in state and logs |
 /// | `store = <expr>` | the process-wide default | an owned store, evaluated in the fn's scope, such as `store = self.store.clone()` |
-/// | `on_store_error = "…"` | `"error"` | `"skip"` turns store failures into `Skipped` (logged as warnings) |
+/// | `on_store_error = "…"` | `"error"` | `"skip"` turns store failures into `Skipped` (logged as warnings), after trying again until `wait_time` is over |
 /// | `crate = "…"` | found in Cargo.toml | the path of the runtime crate, if the macro cannot find it |
 ///
 /// Durations are string literals: `"500ms"`, `"10s"`, `"1m30s"`, `"2h"`, or ISO-8601
-/// `"PT0.5S"`, `"PT10M"`. Every argument is checked at compile time.
+/// `"PT0.5S"`, `"PT10M"`. Every argument is checked at compile time, by the runtime's own
+/// validation.
+///
+/// The declared return type is the body's expected type, so the body coerces as it would
+/// without the macro. A fn that returns a future or a stream is refused (the slot would be
+/// released before it runs): by its written form, and behind another name by its type.
 ///
 /// Without `store`, the process-wide default is used: install it once at start-up with
 /// `leader::install_default_store(store)`. With neither, the call returns
@@ -110,7 +115,7 @@ pub fn leader_election(attribute: TokenStream, item: TokenStream) -> TokenStream
 /// | `auto_extend` | off | renew every `lease_time / 3` while the body runs |
 /// | `holder_id = "…"` | `hostname:pid:random`, one per process | this candidate's id in state and logs |
 /// | `store = <expr>` | the process-wide default | an owned store, evaluated in the fn's scope |
-/// | `on_store_error = "…"` | `"error"` | `"skip"` turns store failures into `Skipped` |
+/// | `on_store_error = "…"` | `"error"` | `"skip"` turns store failures into `Skipped`, after trying again until `wait_time` is over |
 /// | `crate = "…"` | found in Cargo.toml | the path of the runtime crate |
 ///
 /// # Example

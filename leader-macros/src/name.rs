@@ -1,4 +1,5 @@
-//! The `name = "…"` template: literal text with `{argument}` placeholders.
+//! The `name = "…"` template: literal text with `{argument}` placeholders, which may carry
+//! a format spec (`{day:02}`), and `{{`/`}}` for literal braces, as `format!` reads them.
 
 use std::collections::BTreeSet;
 
@@ -14,24 +15,44 @@ pub(crate) fn name_expression(
 ) -> syn::Result<TokenStream> {
     let text = name.value();
     let invalid = |message: String| Err(syn::Error::new(name.span(), message));
-    if text.is_empty() {
-        return invalid("`name` must not be empty".to_owned());
-    }
-    if let Some(bad) = text.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return invalid(format!(
-            "`name` must not contain whitespace or control characters (found {bad:?}); use `-` or `_`"
-        ));
+    // The runtime's name rule, checked with its own code (the arguments put in later must
+    // keep to it too; that is checked when the fn is called).
+    if let Err(error) = leader_core::__private::check_name(&text) {
+        return invalid(format!("`name`: {error}"));
     }
     let mut placeholders = Vec::new();
     let mut rest = text.as_str();
     while let Some(open) = rest.find(['{', '}']) {
+        if rest[open..].starts_with("{{") || rest[open..].starts_with("}}") {
+            rest = &rest[open + 2..];
+            continue;
+        }
         if rest[open..].starts_with('}') {
-            return invalid("`name` has a `}` without a `{`".to_owned());
+            return invalid(
+                "`name` has a `}` without a `{` (write `}}` for a literal one)".to_owned(),
+            );
         }
         let Some(close) = rest[open..].find('}') else {
-            return invalid("`name` has a `{` without a `}`".to_owned());
+            return invalid(
+                "`name` has a `{` without a `}` (write `{{` for a literal one)".to_owned(),
+            );
         };
-        placeholders.push(rest[open + 1..open + close].to_owned());
+        let inside = &rest[open + 1..open + close];
+        // `{day:02}`: the argument, then a format spec for `format!`.
+        let argument = inside.split_once(':').map_or(inside, |(argument, _)| argument);
+        if argument.is_empty() {
+            return invalid(format!(
+                "`{{{inside}}}` in `name` names no argument; name the one to interpolate, such \
+                 as `{{tenant}}`"
+            ));
+        }
+        if argument.chars().all(|c| c.is_ascii_digit()) {
+            return invalid(format!(
+                "`{{{inside}}}` in `name` is positional; name the argument instead, such as \
+                 `{{tenant}}`"
+            ));
+        }
+        placeholders.push(argument.to_owned());
         rest = &rest[open + close + 1..];
     }
     for placeholder in &placeholders {

@@ -1,0 +1,6 @@
+use leader::leader_election;
+
+#[leader_election(name = "job")]
+struct Job;
+
+fn main() {}
