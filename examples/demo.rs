@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --example demo                                      # in-memory store
 //! cargo run --example demo -- --redis redis://127.0.0.1:6379    # Redis
+//! cargo run --example demo -- --postgres postgres://postgres@127.0.0.1:5432/test
 //! ```
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{
     LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken,
-    MemoryStore, RedisStore,
+    MemoryStore, PostgresStore, RedisStore,
 };
 use tokio::time::{Instant, sleep};
 
@@ -180,9 +181,10 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-const USAGE: &str = "usage: cargo run --example demo [-- --redis redis://127.0.0.1:6379]";
+const USAGE: &str = "usage: cargo run --example demo [-- --redis redis://127.0.0.1:6379 | \
+                     --postgres postgres://postgres@127.0.0.1:5432/test]";
 
-/// The in-memory store, or Redis when `--redis URL` is given.
+/// The in-memory store, Redis with `--redis URL`, PostgreSQL with `--postgres URL`.
 async fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
@@ -190,6 +192,10 @@ async fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
         [flag, url] if flag == "--redis" => match RedisStore::connect(url).await {
             Ok(store) => Ok(Arc::new(store)),
             Err(error) => Err(format!("cannot use Redis: {}", chain(&error))),
+        },
+        [flag, url] if flag == "--postgres" => match PostgresStore::connect(url).await {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(error) => Err(format!("cannot use PostgreSQL: {}", chain(&error))),
         },
         _ => Err(USAGE.to_owned()),
     }

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo run --example roles_service -- --redis redis://127.0.0.1:6379
+//! cargo run --example roles_service -- --postgres postgres://postgres@127.0.0.1:5432/test
 //! cargo run --example roles_service                      # in-memory: leads both roles alone
 //! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
 //! ```
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use leader::{
     LeaderChannel, LeaderChannelOptions, Leadership, LeadershipOptions, LeadershipRegistry,
-    LeaseStore, MemoryStore, RedisStore,
+    LeaseStore, MemoryStore, PostgresStore, RedisStore,
 };
 use tokio::time::{interval, sleep};
 
@@ -65,13 +66,17 @@ async fn outbox(leadership: Leadership) -> Result<(), leader::Error> {
 }
 
 async fn store_from_args(args: &[String]) -> Result<Arc<dyn LeaseStore>, leader::Error> {
-    match args.iter().position(|arg| arg == "--redis") {
-        Some(i) => {
-            let url = args.get(i + 1).map(String::as_str).unwrap_or_default();
-            Ok(Arc::new(RedisStore::connect(url).await?))
-        }
-        None => Ok(Arc::new(MemoryStore::new())),
+    let url_after = |flag: &str| {
+        let i = args.iter().position(|arg| arg == flag)?;
+        Some(args.get(i + 1).map(String::as_str).unwrap_or_default())
+    };
+    if let Some(url) = url_after("--redis") {
+        return Ok(Arc::new(RedisStore::connect(url).await?));
     }
+    if let Some(url) = url_after("--postgres") {
+        return Ok(Arc::new(PostgresStore::connect(url).await?));
+    }
+    Ok(Arc::new(MemoryStore::new()))
 }
 
 #[tokio::main]

@@ -3,13 +3,14 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use leader::{KeyOptions, LeaseStore, RedisStore};
+use leader::{KeyOptions, LeaseStore, PostgresStore, RedisStore};
 
 /// Show, watch and free the slots of leader groups kept in Redis.
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
 pub struct Cli {
-    /// The Redis URL (user and password go in it).
+    /// The store's URL: `redis://…` (or `rediss://`, `unix://`) for Redis or Valkey,
+    /// `postgres://…` for PostgreSQL (user and password go in it).
     #[arg(long, env = "LEADER_REDIS_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.
@@ -61,6 +62,45 @@ pub enum Command {
     },
 }
 
+/// The store the URL names.
+pub enum Store {
+    /// Redis or Valkey.
+    Redis(RedisStore),
+    /// PostgreSQL.
+    Postgres(PostgresStore),
+}
+
+impl Store {
+    /// The store's operations.
+    pub fn lease_store(&self) -> &dyn LeaseStore {
+        match self {
+            Store::Redis(store) => store,
+            Store::Postgres(store) => store,
+        }
+    }
+
+    /// The store keys of the groups whose key starts with `prefix` and ends with `suffix`.
+    pub async fn list_groups(
+        &self,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<Vec<String>, leader::Error> {
+        match self {
+            Store::Redis(store) => store.list_groups(prefix, suffix).await,
+            Store::Postgres(store) => store.list_groups(prefix, suffix).await,
+        }
+    }
+}
+
+impl std::fmt::Display for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Redis(store) => store.fmt(f),
+            Store::Postgres(store) => store.fmt(f),
+        }
+    }
+}
+
 /// Boxed errors, for the commands.
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -71,10 +111,17 @@ impl Cli {
     }
 
     /// The store, connected and checked.
-    pub async fn store(&self) -> Result<RedisStore, Failure> {
-        let store = RedisStore::builder(&self.url).command_timeout(self.command_timeout).build()?;
+    pub async fn store(&self) -> Result<Store, Failure> {
+        let postgres = ["postgres://", "postgresql://"];
+        let store = if postgres.iter().any(|scheme| self.url.starts_with(scheme)) {
+            let store = PostgresStore::builder(&self.url).command_timeout(self.command_timeout);
+            Store::Postgres(store.build()?)
+        } else {
+            let store = RedisStore::builder(&self.url).command_timeout(self.command_timeout);
+            Store::Redis(store.build()?)
+        };
         // A cheap read that proves the server answers (and that the URL's credentials work).
-        match store.state("leader:cli-connection-check").await {
+        match store.lease_store().state("leader:cli-connection-check").await {
             Ok(_) => Ok(store),
             Err(error) => Err(format!("cannot reach {store}: {}", crate::chain(&error)).into()),
         }

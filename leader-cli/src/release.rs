@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use leader::LeaseToken;
 use leader::store::ReleaseOutcome;
-use leader::{LeaseStore, LeaseToken};
 
 use crate::args::{Cli, Failure};
 
@@ -12,7 +12,7 @@ pub async fn run(cli: &Cli, group: &str, token: &str) -> Result<ExitCode, Failur
     let key = cli.key(group)?;
     let token: LeaseToken = token.parse()?;
     let store = cli.store().await?;
-    match store.release(&key, token, Duration::ZERO).await? {
+    match store.lease_store().release(&key, token, Duration::ZERO).await? {
         ReleaseOutcome::Released | ReleaseOutcome::Kept { .. } => {
             println!("released the slot of group {group} held under that token");
             Ok(ExitCode::SUCCESS)

@@ -4,32 +4,31 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::pin::Pin;
+
 use futures_util::StreamExt;
+use leader::store::ReleaseWatch;
 use leader::{LeaseStore, RedisStore};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::args::{Cli, Failure};
+use crate::args::{Cli, Failure, Store};
 use crate::table;
 
 pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<ExitCode, Failure> {
     let key = cli.key(group)?;
     let store = cli.store().await?;
-    let client = redis::Client::open(cli.url.as_str())?;
-    let layout = RedisStore::group_layout(&key)?;
-    let mut pubsub = client.get_async_pubsub().await?;
-    pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
-    let mut changes = pubsub.into_on_message();
+    let mut changes = Changes::subscribe(cli, &store, &key).await?;
     let end = duration.map(|d| Instant::now() + d);
     let redraw_in_place = std::io::stdout().is_terminal();
     loop {
-        let snapshot = store.state(&key).await?;
+        let snapshot = store.lease_store().state(&key).await?;
         let frame = table::render(group, &key, &snapshot);
         if redraw_in_place {
             print!("\x1b[2J\x1b[H{frame}");
         } else {
             println!("{frame}");
         }
-        // Wake on the next grant or release, or when the earliest slot expires.
+        // Wake on the next change, or when the earliest slot expires.
         let next_expiry = snapshot.slots.iter().map(|slot| slot.expires_in).min();
         let expiry = async {
             match next_expiry {
@@ -46,13 +45,48 @@ pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<E
             }
         };
         tokio::select! {
-            message = changes.next() => {
-                if message.is_none() {
-                    return Err("the subscription to the group's changes was lost".into());
-                }
-            }
+            changed = changes.next() => changed?,
             () = expiry => {}
             () = ended => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// What wakes a redraw: on Redis, the group's grant and release channels; on PostgreSQL,
+/// the store's release notifications, and a look every second for grants (which send no
+/// notification).
+enum Changes {
+    Redis(Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>),
+    Postgres(ReleaseWatch),
+}
+
+impl Changes {
+    async fn subscribe(cli: &Cli, store: &Store, key: &str) -> Result<Self, Failure> {
+        Ok(match store {
+            Store::Redis(_) => {
+                let client = redis::Client::open(cli.url.as_str())?;
+                let layout = RedisStore::group_layout(key)?;
+                let mut pubsub = client.get_async_pubsub().await?;
+                pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
+                Changes::Redis(Box::pin(pubsub.into_on_message()))
+            }
+            Store::Postgres(store) => Changes::Postgres(store.watch_releases(key).await?),
+        })
+    }
+
+    async fn next(&mut self) -> Result<(), Failure> {
+        match self {
+            Changes::Redis(messages) => match messages.next().await {
+                Some(_) => Ok(()),
+                None => Err("the subscription to the group's changes was lost".into()),
+            },
+            Changes::Postgres(releases) => {
+                tokio::select! {
+                    () = releases.released() => {}
+                    () = sleep(Duration::from_secs(1)) => {}
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -189,3 +189,41 @@ async fn watch_redraws_when_slots_are_granted_and_released() {
     watcher.kill().unwrap();
     let _ = watcher.wait();
 }
+
+#[tokio::test]
+async fn state_groups_and_release_work_on_postgres() {
+    use leader::PostgresStore;
+    use leader_testkit::postgres_server::PostgresServer;
+
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let token = LeaseToken::generate().unwrap();
+    let request = AcquireRequest {
+        key: "leader:reports",
+        max_leaders: 2,
+        token,
+        holder: "worker-pg",
+        lease_time: Duration::from_secs(60),
+    };
+    let AcquireOutcome::Granted(grant) = store.acquire(request).await.unwrap() else {
+        panic!("free")
+    };
+
+    let output = leader(&server.url(), &["state", "reports"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    assert!(table.starts_with("group reports (key leader:reports): 1 of 2 slots held"), "{table}");
+    assert!(table.contains("worker-pg") && table.contains(&grant.fence.to_string()), "{table}");
+
+    let output = leader(&server.url(), &["groups"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).lines().any(|line| line.starts_with("reports ")),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = leader(&server.url(), &["release", "reports", "--token", &token.to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(store.state("leader:reports").await.unwrap().slots.is_empty());
+}

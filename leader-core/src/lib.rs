@@ -51,6 +51,8 @@ pub use leadership::{
     LeadershipStatus, Roles, WhenUncoordinated,
 };
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "redis")]
 pub use store::{RedisStore, RedisStoreBuilder};
 pub use token::LeaseToken;

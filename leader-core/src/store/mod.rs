@@ -6,6 +6,8 @@
 
 mod disabled;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod watch;
@@ -24,6 +26,11 @@ pub use self::redis::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore,
     RedisStoreBuilder,
 };
+/// The deadpool-postgres version the PostgreSQL store is built on (with
+/// `deadpool_postgres::tokio_postgres`, the client): the pool and configuration that
+/// [`PostgresStore::pool_builder`] takes are its types.
+#[cfg(feature = "postgres")]
+pub use deadpool_postgres;
 /// The deadpool-redis version the Redis store is built on (with `deadpool_redis::redis`,
 /// redis-rs): the Sentinel and Cluster configurations and the pools that
 /// [`RedisStore`]'s builders take are its types.
@@ -31,6 +38,8 @@ pub use self::redis::{
 pub use deadpool_redis;
 pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_POSTGRES_COMMAND_TIMEOUT, PostgresStore, PostgresStoreBuilder};
 pub use watch::ReleaseWatch;
 
 use crate::{Error, LeaseToken};

@@ -5,6 +5,7 @@
 //! cargo run -p leader-bench --release                 # about four minutes
 //! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
 //! cargo run -p leader-bench --release -- --name-cache # only the electors' name cache
+//! cargo run -p leader-bench --release -- --postgres-only  # only PostgresStore vs advisory locks
 //! cargo run -p leader-bench --release -- --json
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! ```
@@ -15,6 +16,7 @@
 mod checks;
 mod contenders;
 mod heap;
+mod postgres;
 mod server;
 mod stats;
 mod workloads;
@@ -46,6 +48,10 @@ async fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a == "--postgres-only") {
+        postgres::run(quick, &|line| println!("{line}")).await;
+        return;
+    }
     if args.iter().any(|a| a == "--name-cache") {
         let (hit, miss) = checks::name_cache(100_000, 6).await;
         println!("name cache on MemoryStore: {hit:.0} ns/call hit, {miss:.0} ns/call miss");
@@ -251,6 +257,10 @@ async fn main() {
         "name cache on MemoryStore: {hit:.0} ns per call naming the same group (hit), {miss:.0} ns alternating two groups (miss)"
     ));
     report.insert("name_cache_ns".into(), json!({"hit": hit, "miss": miss}));
+
+    // PostgreSQL.
+    let postgres = postgres::run(quick, &say).await;
+    report.insert("postgres".into(), postgres);
 
     // Scale.
     let (candidates, groups) = if quick { (2_000, 200) } else { (10_000, 1_000) };

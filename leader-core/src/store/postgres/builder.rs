@@ -1,0 +1,232 @@
+//! [`PostgresStoreBuilder`]: what a [`PostgresStore`] talks to and how, set before it is
+//! built.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::tokio_postgres::{self, NoTls};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::OnceCell;
+
+use super::notify::NotifyHub;
+use super::schema::Names;
+use super::{Inner, PostgresStore};
+use crate::Error;
+
+/// How long a store operation may take before it fails with [`Error::Timeout`], unless
+/// [`PostgresStoreBuilder::command_timeout`] says otherwise.
+pub const DEFAULT_POSTGRES_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Configures a [`PostgresStore`]: made by [`PostgresStore::builder`] (a URL) or
+/// [`PostgresStore::pool_builder`] (a pool the application already has); finished by
+/// [`build`](Self::build) (no I/O) or [`connect`](Self::connect) (creates or checks the
+/// schema). Setters never fail; `build` checks every value and names the first one out of
+/// range.
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::PostgresStore;
+///
+/// # fn main() -> Result<(), leader_core::Error> {
+/// let store = PostgresStore::builder("postgres://app@127.0.0.1:5432/app")
+///     .schema("coordination")
+///     .table_prefix("leader_")
+///     .command_timeout(Duration::from_secs(2))
+///     .build()?; // connects and creates the tables on first use
+///
+/// let err = PostgresStore::builder("postgres://app@127.0.0.1/app")
+///     .table_prefix("Leader-")
+///     .build()
+///     .unwrap_err();
+/// assert!(err.to_string().starts_with("invalid `table_prefix` \"Leader-\""));
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until `build` or `connect`"]
+pub struct PostgresStoreBuilder {
+    target: Target,
+    command_timeout: Duration,
+    schema: String,
+    table_prefix: String,
+    pool_size: usize,
+}
+
+enum Target {
+    Url(String),
+    Pool(Pool, Box<tokio_postgres::Config>),
+}
+
+impl PostgresStore {
+    /// Connects with the default settings, creating or checking the schema:
+    /// `PostgresStore::builder(url).connect().await`.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::builder(url).connect().await
+    }
+
+    /// A builder for the server at `url`: `postgres://user[:password]@host[:port]/database`
+    /// (or the `key=value` form). TLS is not supported yet: use a private network or a
+    /// local socket (`host=/var/run/postgresql`).
+    pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder::new(Target::Url(url.into()))
+    }
+
+    /// A builder over a deadpool-postgres pool the application already has; `config`
+    /// reaches the same server, for the store's one `LISTEN` connection.
+    pub fn pool_builder(pool: Pool, config: tokio_postgres::Config) -> PostgresStoreBuilder {
+        PostgresStoreBuilder::new(Target::Pool(pool, Box::new(config)))
+    }
+}
+
+impl PostgresStoreBuilder {
+    fn new(target: Target) -> Self {
+        PostgresStoreBuilder {
+            target,
+            command_timeout: DEFAULT_POSTGRES_COMMAND_TIMEOUT,
+            schema: "public".to_owned(),
+            table_prefix: "leader_".to_owned(),
+            pool_size: 4,
+        }
+    }
+
+    /// How long one operation may take before it fails with [`Error::Timeout`] (and its
+    /// connection is closed). Default: 5 s; at least 1 ms.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The schema of the store's tables and functions, created if missing. Default:
+    /// `public`. Lowercase ASCII letters, digits and `_`.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The prefix of the store's tables (`{prefix}groups`, `{prefix}slots`), functions and
+    /// NOTIFY channel. Default: `leader_`. Lowercase ASCII letters, digits and `_`, at most
+    /// 40 bytes.
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// How many connections the store's own pool keeps (not used with `pool_builder`).
+    /// Default: 4; at least 1.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Checks every setting and makes the store, without connecting: the first operation
+    /// connects and creates or checks the schema.
+    pub fn build(self) -> Result<PostgresStore, Error> {
+        let command_timeout = crate::duration::positive("command_timeout", self.command_timeout)?;
+        if self.pool_size == 0 {
+            return Err(Error::invalid_option("pool_size", 0, "must be at least 1"));
+        }
+        let names = Names::new(&self.schema, &self.table_prefix)?;
+        let (pool, config, description) = match self.target {
+            Target::Url(url) => {
+                let config: tokio_postgres::Config = url.parse().map_err(|error| {
+                    Error::invalid_option(
+                        "url",
+                        redact(&url),
+                        format!(
+                            "{error}; expected postgres://user[:password]@host[:port]/database"
+                        ),
+                    )
+                })?;
+                let manager = Manager::from_config(
+                    config.clone(),
+                    NoTls,
+                    ManagerConfig { recycling_method: RecyclingMethod::Fast },
+                );
+                let pool =
+                    Pool::builder(manager).max_size(self.pool_size).build().map_err(|error| {
+                        Error::invalid_option("url", redact(&url), error.to_string())
+                    })?;
+                let description = format!("postgres {}", describe_config(&config));
+                (pool, config, description)
+            }
+            Target::Pool(pool, config) => {
+                let description = format!("postgres pool ({})", describe_config(&config));
+                (pool, *config, description)
+            }
+        };
+        let releases = NotifyHub::new(config, names.channel.clone());
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                names,
+                command_timeout,
+                schema_ready: OnceCell::new(),
+                releases,
+                description,
+            }),
+        })
+    }
+
+    /// [`build`](Self::build), then connects and creates or checks the schema.
+    pub async fn connect(self) -> Result<PostgresStore, Error> {
+        let store = self.build()?;
+        store.migrate().await?;
+        Ok(store)
+    }
+}
+
+/// `user@host:port/database`, never the password.
+fn describe_config(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}@{host}:{port}/{}",
+        config.get_user().unwrap_or("?"),
+        config.get_dbname().unwrap_or("?")
+    )
+}
+
+/// A URL with its password replaced, for errors.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ if url.contains("password") => "<a connection string with a password>".to_owned(),
+        _ => url.to_owned(),
+    }
+}
+
+impl fmt::Debug for PostgresStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let target = match &self.target {
+            Target::Url(url) => redact(url),
+            Target::Pool(_, config) => format!("pool ({})", describe_config(config)),
+        };
+        f.debug_struct("PostgresStoreBuilder")
+            .field("target", &target)
+            .field("schema", &self.schema)
+            .field("table_prefix", &self.table_prefix)
+            .field("command_timeout", &self.command_timeout)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact("postgres://app:s3cret@db:5432/x"), "postgres://app:***@db:5432/x");
+        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
+        assert!(!redact("host=db password=s3cret").contains("s3cret"));
+    }
+}

@@ -1,0 +1,376 @@
+//! [`PostgresStore`]: leader groups in PostgreSQL, with durable grants and NOTIFY wake-ups.
+
+mod builder;
+mod notify;
+mod schema;
+
+pub use self::builder::{DEFAULT_POSTGRES_COMMAND_TIMEOUT, PostgresStoreBuilder};
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use deadpool_postgres::tokio_postgres::error::SqlState;
+use deadpool_postgres::tokio_postgres::types::ToSql;
+use deadpool_postgres::tokio_postgres::{self, Row};
+use tokio::sync::OnceCell;
+
+use self::notify::NotifyHub;
+use self::schema::Names;
+use super::{
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    RenewOutcome, SlotInfo,
+};
+use crate::{Error, LeaseToken};
+
+/// Leader groups kept in PostgreSQL.
+///
+/// - Two tables: one row per group (its `max_leaders` and last fence) and one row per live
+///   slot (token, holder, fence, acquired-at, expires-at). Names are configurable; the
+///   schema is created on first use (idempotently, under an advisory lock) or by
+///   [`migrate`](Self::migrate), and an existing table of another shape is an error.
+/// - Every operation is **one** round trip: one call of a server-side function that locks
+///   the group's row, reads `clock_timestamp()` (client clocks do not matter), deletes the
+///   expired slots it sees and answers as the Redis scripts do.
+/// - A committed grant survives a crash of the server (WAL) and, with synchronous
+///   replication, a failover.
+/// - Fences are `max(last + 1, server time in µs)`, kept with the group.
+/// - A release (or a shortening renewal) sends `NOTIFY`; one `LISTEN` connection per store
+///   wakes local waiters, which also wake at the nearest expiry.
+///
+/// ```no_run
+/// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, PostgresStore};
+///
+/// # async fn run() -> Result<(), leader_core::Error> {
+/// let store = PostgresStore::connect("postgres://app@10.0.0.5:5432/app").await?;
+/// let workers = LeaderGroupElector::new(store, LeaderGroupElectionOptions::new(3))?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: deadpool_postgres::Pool,
+    names: Names,
+    command_timeout: Duration,
+    /// Made once per store, on first use (or by `migrate`).
+    schema_ready: OnceCell<()>,
+    releases: NotifyHub,
+    /// Host, port and database, for `Debug` and errors (never the password).
+    description: String,
+}
+
+/// One operation's statement and what it is called in errors.
+struct Call<'a> {
+    operation: &'static str,
+    sql: &'a str,
+}
+
+impl PostgresStore {
+    /// Creates the tables and functions if they are missing (idempotent; safe when many
+    /// processes start at once), and checks that existing tables have the expected shape.
+    /// The store also does this on its first operation.
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.schema_ready().await
+    }
+
+    /// The store keys of the groups whose key starts with `prefix` and ends with `suffix`,
+    /// sorted: every group that ever had a slot keeps its row (its `max_leaders` and last
+    /// fence), live or idle.
+    pub async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        let sql = &self.inner.names.list_sql;
+        let params: [&(dyn ToSql + Sync); 2] = [&prefix, &suffix];
+        let rows = self.query(Call { operation: "list", sql }, &params).await?;
+        rows.iter().map(|row| row.try_get::<_, String>(0).map_err(|e| decode("list", e))).collect()
+    }
+
+    async fn schema_ready(&self) -> Result<(), Error> {
+        self.inner
+            .schema_ready
+            .get_or_try_init(|| async {
+                let client = self.client("migrate").await?;
+                let migrate = schema::migrate(&client, &self.inner.names);
+                match tokio::time::timeout(self.inner.command_timeout * 4, migrate).await {
+                    Ok(result) => result,
+                    Err(_) => Err(self.timeout("migrate")),
+                }
+            })
+            .await
+            .map(drop)
+    }
+
+    async fn client(&self, operation: &'static str) -> Result<deadpool_postgres::Object, Error> {
+        let get = self.inner.pool.get();
+        match tokio::time::timeout(self.inner.command_timeout, get).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(error)) => Err(pool_error(operation, error)),
+            Err(_) => Err(self.timeout(operation)),
+        }
+    }
+
+    fn timeout(&self, operation: &'static str) -> Error {
+        Error::Timeout { store: "postgres", operation, after: self.inner.command_timeout }
+    }
+
+    /// Runs one statement, retried once on a new connection if the connection it used was
+    /// broken (every statement is idempotent for its token).
+    async fn query(
+        &self,
+        call: Call<'_>,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Error> {
+        if self.inner.schema_ready.get().is_none() {
+            self.schema_ready().await?;
+        }
+        let mut retried = false;
+        loop {
+            // One deadline for the connection and the statement: one timer per call.
+            let deadline = tokio::time::Instant::now() + self.inner.command_timeout;
+            let client = match tokio::time::timeout_at(deadline, self.inner.pool.get()).await {
+                Ok(Ok(client)) => client,
+                Ok(Err(error)) => return Err(pool_error(call.operation, error)),
+                Err(_) => return Err(self.timeout(call.operation)),
+            };
+            let run = async {
+                let statement = client.prepare_cached(call.sql).await?;
+                client.query(&statement, params).await
+            };
+            let error = match tokio::time::timeout_at(deadline, run).await {
+                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    // A connection that does not answer is not given back to the pool.
+                    drop(deadpool_postgres::Object::take(client));
+                    return Err(self.timeout(call.operation));
+                }
+            };
+            let broken = error.is_closed() || client.is_closed();
+            if broken {
+                drop(deadpool_postgres::Object::take(client));
+            }
+            if broken && !retried {
+                tracing::warn!(operation = call.operation, %error, "broken PostgreSQL connection; retrying on a new one");
+                retried = true;
+                continue;
+            }
+            return Err(query_error(call.operation, error, broken));
+        }
+    }
+}
+
+/// Why no connection could be had.
+fn pool_error(operation: &'static str, error: deadpool_postgres::PoolError) -> Error {
+    if let deadpool_postgres::PoolError::Backend(error) = error {
+        return query_error(operation, error, true);
+    }
+    Error::Unavailable { store: "postgres", operation, source: Box::new(error) }
+}
+
+/// A failed statement: unreachable, read-only (a standby) and overloaded servers are
+/// transient; everything else (a missing privilege, a wrong table) is a store error that
+/// names the cause.
+fn query_error(operation: &'static str, error: tokio_postgres::Error, broken: bool) -> Error {
+    let transient = broken
+        || error.as_db_error().is_none()
+        || matches!(
+            error.code(),
+            Some(
+                &SqlState::READ_ONLY_SQL_TRANSACTION
+                    | &SqlState::ADMIN_SHUTDOWN
+                    | &SqlState::CRASH_SHUTDOWN
+                    | &SqlState::CANNOT_CONNECT_NOW
+                    | &SqlState::TOO_MANY_CONNECTIONS
+                    | &SqlState::T_R_SERIALIZATION_FAILURE
+                    | &SqlState::T_R_DEADLOCK_DETECTED
+            )
+        );
+    if transient {
+        // The server's own message ("cannot execute INSERT in a read-only transaction")
+        // as the source, rather than the client's bare "db error".
+        let source: crate::BoxError = match error.as_db_error() {
+            Some(_) => error.into_source().unwrap_or_else(|| "db error".into()),
+            None => Box::new(error),
+        };
+        return Error::Unavailable { store: "postgres", operation, source };
+    }
+    let message = match error.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => error.to_string(),
+    };
+    Error::Store { store: "postgres", operation, message }
+}
+
+/// Microseconds since the Unix epoch, as the functions return times.
+fn time_of(micros: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(micros.max(0) as u64)
+}
+
+/// From `from` to `to`, in microseconds; zero if `to` is not later.
+fn between(from: i64, to: i64) -> Duration {
+    Duration::from_micros(to.saturating_sub(from).max(0) as u64)
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(i64::MAX)
+}
+
+fn fence_of(fence: i64) -> u64 {
+    fence.max(0) as u64
+}
+
+#[async_trait]
+impl LeaseStore for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        if request.max_leaders == 0 || request.max_leaders > i32::MAX as u32 {
+            return Err(Error::invalid_option(
+                "max_leaders",
+                request.max_leaders,
+                format!("must be between 1 and {}", i32::MAX),
+            ));
+        }
+        let sql = &self.inner.names.acquire_sql;
+        let token = request.token.to_string();
+        let (lease, max) = (millis(request.lease_time), request.max_leaders as i32);
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&request.key, &token, &request.holder, &lease, &max];
+        let rows = self.query(Call { operation: "acquire", sql }, &params).await?;
+        let row = rows.first().ok_or_else(|| unexpected("acquire"))?;
+        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("acquire", e))?;
+        let time = |column: &str| -> Result<i64, Error> {
+            row.try_get::<_, i64>(column).map_err(|e| decode("acquire", e))
+        };
+        match outcome {
+            1 => {
+                let (fence, acquired, expires, now) =
+                    (time("fence")?, time("acquired_us")?, time("expires_us")?, time("now_us")?);
+                Ok(AcquireOutcome::Granted(Grant {
+                    fence: fence_of(fence),
+                    acquired_at: time_of(acquired),
+                    expires_at: time_of(expires),
+                    expires_in: between(now, expires),
+                }))
+            }
+            0 => Ok(AcquireOutcome::Full {
+                nearest_expiry: between(time("now_us")?, time("expires_us")?),
+            }),
+            2 => {
+                let existing: i32 =
+                    row.try_get("existing_max").map_err(|e| decode("acquire", e))?;
+                Err(Error::MaxLeadersMismatch {
+                    group: request.key.to_owned(),
+                    requested: request.max_leaders,
+                    existing: existing.max(0) as u32,
+                })
+            }
+            _ => Err(unexpected("acquire")),
+        }
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        let sql = &self.inner.names.renew_sql;
+        let (token, lease) = (token.to_string(), millis(lease_time));
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
+        let rows = self.query(Call { operation: "renew", sql }, &params).await?;
+        let row = rows.first().ok_or_else(|| unexpected("renew"))?;
+        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
+        if outcome != 1 {
+            return Ok(RenewOutcome::NotHeld);
+        }
+        let expires: i64 = row.try_get("expires_us").map_err(|e| decode("renew", e))?;
+        let now: i64 = row.try_get("now_us").map_err(|e| decode("renew", e))?;
+        Ok(RenewOutcome::Renewed {
+            expires_at: time_of(expires),
+            expires_in: between(now, expires),
+        })
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        let sql = &self.inner.names.release_sql;
+        let (token, min_lease) = (token.to_string(), millis(min_lease_time));
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
+        let rows = self.query(Call { operation: "release", sql }, &params).await?;
+        let row = rows.first().ok_or_else(|| unexpected("release"))?;
+        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
+        Ok(match outcome {
+            1 => ReleaseOutcome::Released,
+            2 => {
+                let left: i64 = row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
+                ReleaseOutcome::Kept { expires_in: between(0, left) }
+            }
+            _ => ReleaseOutcome::NotHeld,
+        })
+    }
+
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+        let sql = &self.inner.names.state_sql;
+        let params: [&(dyn ToSql + Sync); 1] = [&key];
+        let rows = self.query(Call { operation: "state", sql }, &params).await?;
+        let mut snapshot = GroupSnapshot::default();
+        for row in &rows {
+            let get = |column: &str| -> Result<i64, Error> {
+                row.try_get::<_, i64>(column).map_err(|e| decode("state", e))
+            };
+            let max: i32 = row.try_get("max_leaders").map_err(|e| decode("state", e))?;
+            let holder: String = row.try_get("holder").map_err(|e| decode("state", e))?;
+            snapshot.max_leaders = Some(max.max(0) as u32);
+            snapshot.slots.push(SlotInfo {
+                holder,
+                fence: fence_of(get("fence")?),
+                acquired_at: time_of(get("acquired_us")?),
+                expires_in: between(get("now_us")?, get("expires_us")?),
+            });
+        }
+        Ok(snapshot)
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+        let watch = self.inner.releases.watch(key);
+        match tokio::time::timeout(self.inner.command_timeout, watch).await {
+            Ok(Ok((receiver, forget))) => Ok(ReleaseWatch::new(receiver, Some(forget))),
+            Ok(Err(error)) => Err(query_error("watch", error, true)),
+            Err(_) => Err(self.timeout("watch")),
+        }
+    }
+}
+
+fn decode(operation: &'static str, error: tokio_postgres::Error) -> Error {
+    Error::Store { store: "postgres", operation, message: format!("unexpected reply: {error}") }
+}
+
+fn unexpected(operation: &'static str) -> Error {
+    Error::Store { store: "postgres", operation, message: "unexpected reply: no row".to_owned() }
+}
+
+/// The server and database, with any password redacted.
+impl fmt::Display for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.inner.description)
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.inner.description)
+            .field("tables", &self.inner.names.describe())
+            .field("command_timeout", &self.inner.command_timeout)
+            .finish()
+    }
+}

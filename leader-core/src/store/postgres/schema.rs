@@ -1,0 +1,218 @@
+//! The store's names (schema, table prefix, channel), its schema, and the migration that
+//! creates it once and checks the shape of what exists.
+
+use deadpool_postgres::tokio_postgres::Client;
+
+use crate::Error;
+
+/// The schema text; `__S__`, `__P__` and `__C__` are the schema, the name prefix and the
+/// NOTIFY channel.
+const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// The version of [`SCHEMA_SQL`], kept as the comment of the acquire function: a store
+/// finds it there and migrates nothing. Bump it when the schema text changes.
+const SCHEMA_VERSION: &str = "leader-core schema 3";
+
+/// Every name the store uses, checked to be plain identifiers (so they need no quoting),
+/// and the statements built from them.
+#[derive(Debug, Clone)]
+pub(crate) struct Names {
+    schema: String,
+    prefix: String,
+    /// The NOTIFY channel releases are sent on.
+    pub channel: String,
+    pub acquire_sql: String,
+    pub renew_sql: String,
+    pub release_sql: String,
+    pub state_sql: String,
+    pub list_sql: String,
+}
+
+/// What the tables must look like: (table suffix, [(column, type as
+/// information_schema.columns names it)]).
+const SHAPE: [(&str, &[(&str, &str)]); 2] = [
+    ("groups", &[("key", "text"), ("max_leaders", "integer"), ("last_fence", "bigint")]),
+    (
+        "slots",
+        &[
+            ("key", "text"),
+            ("token", "uuid"),
+            ("holder", "text"),
+            ("fence", "bigint"),
+            ("acquired_at", "timestamp with time zone"),
+            ("expires_at", "timestamp with time zone"),
+        ],
+    ),
+];
+
+impl Names {
+    /// The names for tables `{prefix}groups` and `{prefix}slots` in `schema`.
+    pub(crate) fn new(schema: &str, prefix: &str) -> Result<Self, Error> {
+        check_identifier("schema", schema, 63)?;
+        // Leaves room for the longest name made from it, `{prefix}last_fence`-sized ones.
+        check_identifier("table_prefix", prefix, 40)?;
+        let qualified = |name: &str| format!("{schema}.{prefix}{name}");
+        Ok(Names {
+            channel: format!("{schema}_{prefix}released"),
+            acquire_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("acquire")),
+            renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
+            release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
+            state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
+            list_sql: format!(
+                "SELECT key FROM {} WHERE starts_with(key, $1) AND right(key, length($2)) = $2 \
+                 AND length(key) >= length($1) + length($2) ORDER BY key",
+                qualified("groups")
+            ),
+            schema: schema.to_owned(),
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// `schema.prefix{groups,slots}`, for `Debug`.
+    pub(crate) fn describe(&self) -> String {
+        format!("{0}.{1}groups, {0}.{1}slots", self.schema, self.prefix)
+    }
+
+    fn schema_sql(&self) -> String {
+        SCHEMA_SQL
+            .replace("__S__", &self.schema)
+            .replace("__P__", &self.prefix)
+            .replace("__C__", &self.channel)
+            .replace("__V__", SCHEMA_VERSION)
+    }
+}
+
+/// A name the store puts into SQL unquoted: lowercase ASCII letters, digits and `_`, not
+/// starting with a digit, at most `max` bytes.
+fn check_identifier(option: &'static str, name: &str, max: usize) -> Result<(), Error> {
+    let valid_start = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let valid = valid_start
+        && name.len() <= max
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if valid || (option == "table_prefix" && name.is_empty()) {
+        return Ok(());
+    }
+    Err(Error::invalid_option(
+        option,
+        name,
+        format!(
+            "must be lowercase ASCII letters, digits and `_`, not starting with a digit, at \
+             most {max} bytes"
+        ),
+    ))
+}
+
+/// Creates what is missing, under a transaction-scoped advisory lock so that processes
+/// starting together do it one at a time, then checks the tables' shape.
+pub(crate) async fn migrate(client: &Client, names: &Names) -> Result<(), Error> {
+    let failed = |error: deadpool_postgres::tokio_postgres::Error| {
+        super::query_error("migrate", error, false)
+    };
+    // The shape first: CREATE TABLE IF NOT EXISTS keeps a table of another shape, and the
+    // functions would then fail on every call.
+    check_shape(client, names).await?;
+    if current_version(client, names).await?.as_deref() == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    // CREATE SCHEMA needs a privilege on the database even with IF NOT EXISTS: only when
+    // the schema is missing.
+    let schema_exists: bool = client
+        .query_one("SELECT to_regnamespace($1) IS NOT NULL", &[&names.schema])
+        .await
+        .map_err(failed)?
+        .get(0);
+    let create_schema = if schema_exists {
+        String::new()
+    } else {
+        format!("CREATE SCHEMA IF NOT EXISTS {};", names.schema)
+    };
+    let script = format!(
+        "BEGIN;\n\
+         SELECT pg_advisory_xact_lock(hashtext('leader-core migrate {schema}.{prefix}'));\n\
+         {create_schema}\n\
+         {body}\n\
+         COMMIT;",
+        schema = names.schema,
+        prefix = names.prefix,
+        body = names.schema_sql(),
+    );
+    if let Err(error) = client.batch_execute(&script).await {
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(failed(error));
+    }
+    check_shape(client, names).await
+}
+
+/// The schema version the acquire function carries, if it exists.
+async fn current_version(client: &Client, names: &Names) -> Result<Option<String>, Error> {
+    let function =
+        format!("{}.{}acquire(text, text, text, bigint, integer)", names.schema, names.prefix);
+    let row = client
+        .query_one("SELECT obj_description(to_regprocedure($1), 'pg_proc')", &[&function])
+        .await
+        .map_err(|error| super::query_error("migrate", error, false))?;
+    Ok(row.get(0))
+}
+
+/// Fails with a message naming the table, column and types when an existing table differs
+/// from [`SHAPE`]; a missing table is fine (the migration makes it).
+async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
+    for (suffix, expected) in SHAPE {
+        let table = format!("{}{suffix}", names.prefix);
+        let rows = client
+            .query(
+                "SELECT column_name::text, data_type::text FROM information_schema.columns \
+                 WHERE table_schema = $1 AND table_name = $2",
+                &[&names.schema, &table],
+            )
+            .await
+            .map_err(|error| super::query_error("migrate", error, false))?;
+        if rows.is_empty() {
+            continue;
+        }
+        let found: Vec<(String, String)> =
+            rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+        let mut differences = Vec::new();
+        for (column, data_type) in expected.iter() {
+            match found.iter().find(|(name, _)| name == column) {
+                None => differences.push(format!("column `{column}` ({data_type}) is missing")),
+                Some((_, actual)) if actual != data_type => {
+                    differences.push(format!("column `{column}` is {actual}, expected {data_type}"))
+                }
+                Some(_) => {}
+            }
+        }
+        if !differences.is_empty() {
+            return Err(Error::Store {
+                store: "postgres",
+                operation: "migrate",
+                message: format!(
+                    "table {}.{table} exists with another shape: {}; use another \
+                     table_prefix or schema, or drop the table",
+                    names.schema,
+                    differences.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain_identifiers() {
+        let names = Names::new("public", "leader_").unwrap();
+        assert_eq!(names.channel, "public_leader_released");
+        assert_eq!(names.acquire_sql, "SELECT * FROM public.leader_acquire($1, $2, $3, $4, $5)");
+        assert!(!names.schema_sql().contains("__"));
+        for (option, schema, prefix) in
+            [("schema", "Public", "x_"), ("schema", "", "x_"), ("table_prefix", "s", "bad-name")]
+        {
+            let err = Names::new(schema, prefix).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("invalid `{option}`")), "{err}");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! `PostgresStore` against a private PostgreSQL server each test makes with `initdb` and
+//! starts with `pg_ctl`: the conformance suite, durability across a SIGKILL of the server,
+//! the schema's checks, and failures as clear errors.
+#![cfg(feature = "postgres")]
+
+mod conformance;
+mod support;
+
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome};
+use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, PostgresStore};
+use support::postgres_server::PostgresServer;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
+    AcquireRequest { key, max_leaders, token, holder: "pg-test", lease_time: 10 * SECOND }
+}
+
+fn token() -> LeaseToken {
+    LeaseToken::generate().unwrap()
+}
+
+// One server for the whole suite (initdb takes a second or two); every rule on its own key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_passes() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.expect("connect");
+    conformance::run_all(&store, "pg").await;
+    // A second store with its own tables on the same server follows the rules too.
+    let other = PostgresStore::builder(server.url())
+        .schema("elections")
+        .table_prefix("jobs_")
+        .connect()
+        .await
+        .unwrap();
+    conformance::run_all(&other, "pg-other").await;
+    // Its own tables: a row per rule's group (the zero-max_leaders rule writes nothing).
+    let groups = "SELECT count(*) FROM elections.jobs_groups WHERE key LIKE 'pg-other%'";
+    assert_eq!(server.psql(groups), "11");
+}
+
+#[tokio::test]
+async fn a_committed_grant_survives_a_crash_of_the_server() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let held = token();
+    let AcquireOutcome::Granted(grant) =
+        store.acquire(request("leader:durable", 1, held)).await.unwrap()
+    else {
+        panic!("free")
+    };
+    server.kill();
+    let err = store.acquire(request("leader:durable", 1, token())).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    server.restart();
+    // No second believer: the grant is still there, and the same token still holds it.
+    let outcome = store.acquire(request("leader:durable", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+    let AcquireOutcome::Granted(again) =
+        store.acquire(request("leader:durable", 1, held)).await.unwrap()
+    else {
+        panic!("the holder's retry is refused")
+    };
+    let same = (again.fence, again.acquired_at, again.expires_at);
+    assert_eq!(same, (grant.fence, grant.acquired_at, grant.expires_at), "the same grant");
+    let next = token();
+    store.release("leader:durable", held, Duration::ZERO).await.unwrap();
+    let AcquireOutcome::Granted(after) =
+        store.acquire(request("leader:durable", 1, next)).await.unwrap()
+    else {
+        panic!("released")
+    };
+    assert!(after.fence > grant.fence);
+}
+
+#[tokio::test]
+async fn a_table_of_another_shape_is_a_clear_error_and_left_alone() {
+    let server = PostgresServer::start();
+    server.psql("CREATE TABLE public.leader_slots (key text, expires_at text)");
+    let err = PostgresStore::connect(&server.url()).await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
+    assert!(message.contains("public.leader_slots exists with another shape"), "{message}");
+    assert!(
+        message.contains("column `expires_at` is text, expected timestamp with time zone"),
+        "{message}"
+    );
+    assert!(message.contains("column `token` (uuid) is missing"), "{message}");
+    assert_eq!(
+        server.psql(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'leader_slots'"
+        ),
+        "2"
+    );
+    assert_eq!(
+        server.psql("SELECT to_regclass('public.leader_groups') IS NULL"),
+        "t",
+        "nothing half-written"
+    );
+}
+
+#[tokio::test]
+async fn many_stores_migrating_at_once_make_one_schema() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let connects = (0..8).map(|_| PostgresStore::connect(&url));
+    for store in futures_util::future::join_all(connects).await {
+        store.unwrap();
+    }
+    assert_eq!(server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'leader_acquire'"), "1");
+}
+
+#[tokio::test]
+async fn a_read_only_server_and_an_unreachable_one_are_transient_errors() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    server.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
+    let fresh = PostgresStore::builder(server.url()).build().unwrap();
+    // The schema exists; a new connection is read-only, as on a hot standby.
+    let err = fresh.acquire(request("leader:standby", 1, token())).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    let source = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
+    assert!(source.contains("read-only"), "{source}");
+    assert!(fresh.state("leader:standby").await.unwrap().slots.is_empty(), "reads still work");
+    drop(store);
+
+    let port = support::redis_server::free_port();
+    let unreachable = PostgresStore::builder(format!("postgres://app:hunter2@127.0.0.1:{port}/x"))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let err = unreachable.state("leader:x").await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(!format!("{err} {err:?} {unreachable:?}").contains("hunter2"));
+    let bad = PostgresStore::builder("postgres://app:hunter2@host:notaport/x").build().unwrap_err();
+    assert!(bad.to_string().starts_with("invalid `url`"), "{bad}");
+    assert!(!bad.to_string().contains("hunter2"), "{bad}");
+}
+
+#[tokio::test]
+async fn a_paused_server_times_out_and_the_store_recovers() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::builder(server.url())
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    store.state("leader:paused").await.unwrap();
+    server.pause();
+    let err = store.acquire(request("leader:paused", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    server.resume();
+    let mut recovered = false;
+    for _ in 0..50 {
+        if store.acquire(request("leader:paused", 1, token())).await.is_ok() {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the store answers again");
+}
+
+#[tokio::test]
+async fn an_elector_waits_for_a_release_on_notify() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let held = token();
+    let long = AcquireRequest { lease_time: 60 * SECOND, ..request("leader:handover", 1, held) };
+    assert!(matches!(store.acquire(long).await.unwrap(), AcquireOutcome::Granted(_)));
+    let waiter = LeaderElector::new(
+        store.clone(),
+        LeaderElectionOptions::new().wait_time(10 * SECOND).lease_time(10 * SECOND),
+    )
+    .unwrap();
+    let waiting = tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let won = waiter.run_if_leader("handover", |_| async {}).await.unwrap();
+        (won, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = tokio::time::Instant::now();
+    assert_eq!(
+        store.release("leader:handover", held, Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let (won, _) = waiting.await.unwrap();
+    assert!(won.is_elected());
+    let handed_over = released.elapsed();
+    assert!(handed_over < 5 * SECOND, "woken by NOTIFY, not by the 60 s expiry: {handed_over:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_hands_over_at_once_on_stop() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let options = leader::LeadershipOptions::new().lease_time(30 * SECOND);
+    let first = leader::Leadership::start("scheduler", store.clone(), options.clone()).unwrap();
+    first.wait_for_leadership().await;
+    let second = leader::Leadership::start("scheduler", store.clone(), options).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(first.is_leader() && !second.is_leader(), "one leader");
+    let fence = first.fence().unwrap();
+    let stopped = tokio::time::Instant::now();
+    first.stop().await;
+    tokio::time::timeout(5 * SECOND, second.wait_for_leadership()).await.expect("hand-over");
+    assert!(stopped.elapsed() < 5 * SECOND, "woken by NOTIFY, not the 30 s lease");
+    assert!(second.fence().unwrap() > fence);
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_privilege_is_a_clear_error_naming_it() {
+    let server = PostgresServer::start();
+    server.psql("CREATE ROLE reader LOGIN");
+    // PostgreSQL 15 lets only the owner create in schema public.
+    let url = format!("postgres://reader@127.0.0.1:{}/postgres", server.port);
+    let err = PostgresStore::connect(&url).await.unwrap_err();
+    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("permission denied for schema public (42501)"), "{err}");
+}
