@@ -653,14 +653,20 @@ async fn a_server_demoted_to_replica_gives_transient_errors_not_a_stuck_store() 
     assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
 }
 
-#[tokio::test]
-async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
+/// A primary and a replica of it that has synced.
+async fn primary_with_a_synced_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
     support::eventually(10 * SECOND, "the replica syncs", || async {
         replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
     })
     .await;
+    (primary, replica)
+}
+
+#[tokio::test]
+async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
+    let (primary, replica) = primary_with_a_synced_replica().await;
     let store = RedisStore::builder(primary.url())
         .replica_ack(1, Duration::from_millis(300))
         .build()
@@ -685,12 +691,7 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
 
 #[tokio::test]
 async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails() {
-    let primary = RedisServer::start();
-    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
-    support::eventually(10 * SECOND, "the replica syncs", || async {
-        replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
-    })
-    .await;
+    let (primary, replica) = primary_with_a_synced_replica().await;
     let store = RedisStore::builder(primary.url())
         .command_timeout(Duration::from_millis(300))
         .replica_ack(1, Duration::from_millis(600))

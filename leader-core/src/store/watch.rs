@@ -1,7 +1,11 @@
 //! [`ReleaseWatch`]: how a waiter learns that a slot may have become free.
 
 use std::any::Any;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+use std::collections::HashMap;
 use std::sync::Arc;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+use std::sync::{Mutex, Weak};
 
 use tokio::sync::watch;
 
@@ -34,6 +38,66 @@ impl ReleaseWatch {
     pub async fn released(&mut self) {
         if self.receiver.changed().await.is_err() {
             std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The groups waiters of one store watch, each with the channel that wakes them: what a
+/// store's notification listener (Redis pub/sub, PostgreSQL LISTEN) wakes. A group's entry
+/// goes with its last waiter, so the map holds only the groups someone waits for.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+#[derive(Default)]
+pub(crate) struct Watchers {
+    by_key: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+#[cfg(any(feature = "redis", feature = "postgres"))]
+impl Watchers {
+    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+        self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A watch of `key`; it forgets the group when it is the last to go.
+    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> ReleaseWatch {
+        let receiver = self
+            .by_key()
+            .entry(key.to_owned())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe();
+        let forget = ForgetWhenUnwatched { watchers: Arc::downgrade(self), key: key.to_owned() };
+        ReleaseWatch::new(receiver, Some(Arc::new(forget)))
+    }
+
+    /// Wakes the waiters of `key`, if any.
+    pub(crate) fn wake(&self, key: &str) {
+        if let Some(sender) = self.by_key().get(key) {
+            sender.send_modify(|count| *count = count.wrapping_add(1));
+        }
+    }
+
+    /// Wakes every waiter (after the listener was lost, releases may have been missed).
+    pub(crate) fn wake_all(&self) {
+        for sender in self.by_key().values() {
+            sender.send_modify(|count| *count = count.wrapping_add(1));
+        }
+    }
+}
+
+/// Kept by a [`ReleaseWatch`] (and dropped after its receiver): forgets the group once no
+/// receiver is left.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+struct ForgetWhenUnwatched {
+    watchers: Weak<Watchers>,
+    key: String,
+}
+
+#[cfg(any(feature = "redis", feature = "postgres"))]
+impl Drop for ForgetWhenUnwatched {
+    fn drop(&mut self) {
+        let Some(watchers) = self.watchers.upgrade() else { return };
+        let mut by_key = watchers.by_key();
+        if by_key.get(&self.key).is_some_and(|sender| sender.receiver_count() == 0) {
+            by_key.remove(&self.key);
         }
     }
 }

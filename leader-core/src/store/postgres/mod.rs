@@ -343,7 +343,7 @@ impl LeaseStore for PostgresStore {
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         let watch = self.inner.releases.watch(key);
         match tokio::time::timeout(self.inner.command_timeout, watch).await {
-            Ok(Ok((receiver, forget))) => Ok(ReleaseWatch::new(receiver, Some(forget))),
+            Ok(Ok(watch)) => Ok(watch),
             Ok(Err(error)) => Err(query_error("watch", error, true)),
             Err(_) => Err(self.timeout("watch")),
         }

@@ -341,7 +341,7 @@ impl LeaseStore for RedisStore {
         GroupKeys::new(key)?;
         let watch = self.inner.releases.watch(key);
         match tokio::time::timeout(self.command_timeout(), watch).await {
-            Ok(Ok((receiver, forget))) => Ok(ReleaseWatch::new(receiver, Some(forget))),
+            Ok(Ok(watch)) => Ok(watch),
             Ok(Err(error)) => Err(unavailable("watch", error)),
             Err(_) => Err(Error::Timeout {
                 store: "redis",

@@ -1,18 +1,18 @@
 //! The release hub: one pub/sub connection per store that turns release messages into
 //! wake-ups of local waiters, so waiting costs no polling.
 
-use std::any::Any;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::RedisError;
 use redis::sentinel::SentinelClient;
-use tokio::sync::{OnceCell, watch};
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use super::scripts::{RELEASE_CHANNEL_PREFIX, release_channel};
+use super::scripts::RELEASE_CHANNEL_PREFIX;
+use crate::store::ReleaseWatch;
+use crate::store::watch::Watchers;
 
 /// Where the subscriber connects: a server (or one of a Cluster's nodes, in turn), or the
 /// current primary as Sentinel reports it.
@@ -46,7 +46,8 @@ pub(crate) struct ReleaseHub {
 
 struct HubInner {
     source: SubscriberSource,
-    channels: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// The watched groups, by group key.
+    waiters: Arc<Watchers>,
     running: OnceCell<()>,
     shutdown: CancellationToken,
 }
@@ -56,27 +57,18 @@ impl ReleaseHub {
         ReleaseHub {
             inner: Arc::new(HubInner {
                 source,
-                channels: Mutex::new(HashMap::new()),
+                waiters: Arc::default(),
                 running: OnceCell::new(),
                 shutdown: CancellationToken::new(),
             }),
         }
     }
 
-    /// A receiver woken by every release of group `key`, and what to keep beside it: the
-    /// group's entry is dropped when its last receiver goes, so the hub keeps only the
-    /// groups someone waits for. The subscription is confirmed by the server before this
-    /// returns, so no later release is missed.
-    pub(crate) async fn watch(
-        &self,
-        key: &str,
-    ) -> Result<(watch::Receiver<u64>, Arc<dyn Any + Send + Sync>), RedisError> {
+    /// A watch woken by every release of group `key`. The subscription is confirmed by the
+    /// server before this returns, so no later release is missed.
+    pub(crate) async fn watch(&self, key: &str) -> Result<ReleaseWatch, RedisError> {
         self.inner.running.get_or_try_init(|| self.start()).await?;
-        let channel = release_channel(key);
-        let mut channels = self.inner.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = channels.entry(channel.clone()).or_insert_with(|| watch::Sender::new(0));
-        let forget = ForgetWhenUnwatched { hub: Arc::downgrade(&self.inner), channel };
-        Ok((sender.subscribe(), Arc::new(forget)))
+        Ok(self.inner.waiters.watch(key))
     }
 
     async fn start(&self) -> Result<(), RedisError> {
@@ -92,42 +84,9 @@ impl ReleaseHub {
     }
 }
 
-/// Kept beside a waiter's receiver (and dropped after it): drops the group's entry once no
-/// receiver is left.
-struct ForgetWhenUnwatched {
-    hub: Weak<HubInner>,
-    channel: String,
-}
-
-impl Drop for ForgetWhenUnwatched {
-    fn drop(&mut self) {
-        let Some(hub) = self.hub.upgrade() else { return };
-        let mut channels = hub.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if channels.get(&self.channel).is_some_and(|sender| sender.receiver_count() == 0) {
-            channels.remove(&self.channel);
-        }
-    }
-}
-
 impl Drop for ReleaseHub {
     fn drop(&mut self) {
         self.inner.shutdown.cancel();
-    }
-}
-
-impl HubInner {
-    fn wake(&self, channel: &str) {
-        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sender) = channels.get(channel) {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
-        }
-    }
-
-    fn wake_all(&self) {
-        let channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        for sender in channels.values() {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
-        }
     }
 }
 
@@ -140,7 +99,9 @@ async fn listen(hub: Weak<HubInner>, first: redis::aio::PubSub) {
             let mut messages = subscription.into_on_message();
             while let Some(message) = messages.next().await {
                 let Some(hub) = hub.upgrade() else { return };
-                hub.wake(message.get_channel_name());
+                if let Some(key) = message.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                    hub.waiters.wake(key);
+                }
             }
             tracing::warn!(
                 "release subscription lost; waiters fall back to expiry timers until it is back"
@@ -151,7 +112,7 @@ async fn listen(hub: Weak<HubInner>, first: redis::aio::PubSub) {
         match hub.source.subscribe(attempt).await {
             Ok(subscription) => {
                 tracing::info!("release subscription restored");
-                hub.wake_all();
+                hub.waiters.wake_all();
                 pubsub = Some(subscription);
                 backoff = Duration::from_millis(50);
             }

@@ -111,10 +111,5 @@ impl ToRedisArgs for TokenArg {
 /// The prefix of every release channel; the store's hub subscribes to `leader:released:*`.
 pub(crate) const RELEASE_CHANNEL_PREFIX: &str = "leader:released:";
 
-/// The channel a release of group `key` is published on.
-pub(crate) fn release_channel(key: &str) -> String {
-    format!("{RELEASE_CHANNEL_PREFIX}{key}")
-}
-
 /// The prefix of every grant channel, for tools that watch a group change.
 pub(crate) const GRANT_CHANNEL_PREFIX: &str = "leader:granted:";
