@@ -180,11 +180,13 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        let now = Instant::now();
         if request.max_leaders == 0 {
             return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
         }
         let mut groups = self.groups();
+        // The store's clock is read under the lock, as a script reads TIME: operations
+        // are ordered by the lock, and so are the times they see.
+        let now = Instant::now();
         let Groups { by_key, last_fence, last_sweep } = &mut *groups;
         let group = Groups::entry_in(by_key, last_sweep, request.key, request.max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
@@ -233,8 +235,8 @@ impl LeaseStore for MemoryStore {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let now = Instant::now();
         let mut groups = self.groups();
+        let now = Instant::now();
         let Some(slot) = groups.live(key, now).and_then(|g| g.slot_mut(token)) else {
             return Ok(RenewOutcome::NotHeld);
         };
@@ -251,8 +253,8 @@ impl LeaseStore for MemoryStore {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
-        let now = Instant::now();
         let mut groups = self.groups();
+        let now = Instant::now();
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -274,8 +276,8 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        let now = Instant::now();
         let mut groups = self.groups();
+        let now = Instant::now();
         let Some(group) = groups.live(key, now) else {
             return Ok(GroupSnapshot::default());
         };
@@ -320,8 +322,8 @@ impl Drop for ForgetWhenUnused {
     fn drop(&mut self) {
         if let Some(inner) = self.store.upgrade() {
             let store = MemoryStore { inner };
-            let now = Instant::now();
             let mut groups = store.groups();
+            let now = Instant::now();
             if groups.live(&self.key, now).is_some() {
                 groups.forget_if_unused(&self.key);
             }
