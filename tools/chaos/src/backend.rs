@@ -1,5 +1,6 @@
-//! The Redis deployment a scenario runs on, started by the harness itself.
+//! The deployment a scenario runs on (Redis or PostgreSQL), started by the harness itself.
 
+use leader_testkit::postgres_server::PostgresServer;
 use leader_testkit::redis_cluster::RedisCluster;
 use leader_testkit::redis_sentinel::RedisSentinel;
 use leader_testkit::redis_server::RedisServer;
@@ -15,6 +16,8 @@ pub enum Topology {
     Sentinel,
     /// Three primaries.
     Cluster,
+    /// One PostgreSQL server.
+    Postgres,
 }
 
 /// A running deployment, stopped on drop.
@@ -25,6 +28,8 @@ pub enum Backend {
     Sentinel(RedisSentinel),
     /// Three primaries.
     Cluster(RedisCluster),
+    /// One PostgreSQL server.
+    Postgres(PostgresServer),
 }
 
 impl Backend {
@@ -34,6 +39,7 @@ impl Backend {
             Topology::Standalone => Backend::Standalone(RedisServer::start()),
             Topology::Sentinel => Backend::Sentinel(RedisSentinel::start()),
             Topology::Cluster => Backend::Cluster(RedisCluster::start()),
+            Topology::Postgres => Backend::Postgres(PostgresServer::start()),
         }
     }
 
@@ -43,6 +49,7 @@ impl Backend {
             Backend::Standalone(server) => StoreSpec::Standalone(server.url()),
             Backend::Sentinel(set_up) => StoreSpec::Sentinel(set_up.sentinel_url()),
             Backend::Cluster(cluster) => StoreSpec::Cluster(cluster.urls()),
+            Backend::Postgres(server) => StoreSpec::Postgres(server.url()),
         }
     }
 

@@ -55,9 +55,16 @@ pub async fn run_scenario(
     let direct = backend.spec();
     let proxy = match (scenario.uses_proxy(), &backend) {
         (true, Backend::Standalone(server)) => Some(Proxy::start(server.port).await),
+        (true, Backend::Postgres(server)) => Some(Proxy::start(server.port).await),
         _ => None,
     };
-    let through = proxy.as_ref().map_or(direct.clone(), |p| StoreSpec::Standalone(p.url()));
+    let through = match (&proxy, &backend) {
+        (Some(proxy), Backend::Postgres(_)) => {
+            StoreSpec::Postgres(format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port))
+        }
+        (Some(proxy), _) => StoreSpec::Standalone(proxy.url()),
+        (None, _) => direct.clone(),
+    };
     let register = FencedRegister::start(scenario.max_leaders).await.map_err(|e| e.to_string())?;
     let key = format!("chaos:{}", scenario.name);
     let args: Vec<String> = [
@@ -94,7 +101,7 @@ pub async fn run_scenario(
     let unclean_exits = lab.fleet.stop().await;
     // Killed holders' slots run out within a lease of their last renewal.
     sleep(lease + Duration::from_millis(200)).await;
-    let leaked = live_slots(&monitor_store, &lab.key).await?;
+    let leaked = live_slots(&*monitor_store, &lab.key).await?;
     let run = Run {
         max_leaders: n,
         reports: lab.fleet.reports(),
@@ -114,7 +121,7 @@ pub async fn run_scenario(
 }
 
 /// Live slots of `key`, asking a few times if the store is still coming back.
-async fn live_slots(store: &leader::RedisStore, key: &str) -> Result<usize, String> {
+async fn live_slots(store: &dyn LeaseStore, key: &str) -> Result<usize, String> {
     let mut last_error = String::new();
     for _ in 0..50 {
         match store.state(key).await {
@@ -204,6 +211,22 @@ impl Lab {
                 Backend::Sentinel(set_up) => block_in_place(|| set_up.fail_over()),
                 _ => return Err("a Sentinel failover needs the Sentinel topology".into()),
             },
+            Fault::RestartPostgres => {
+                let Backend::Postgres(server) = &self.backend else {
+                    return Err("a PostgreSQL restart needs the PostgreSQL topology".into());
+                };
+                block_in_place(|| server.kill());
+                sleep(lease).await;
+                block_in_place(|| server.restart());
+            }
+            Fault::PausePostgres => {
+                let Backend::Postgres(server) = &self.backend else {
+                    return Err("a PostgreSQL pause needs the PostgreSQL topology".into());
+                };
+                block_in_place(|| server.pause());
+                sleep(lease * 3 / 2).await;
+                block_in_place(|| server.resume());
+            }
             Fault::RestartClusterNode => {
                 let Backend::Cluster(cluster) = &mut self.backend else {
                     return Err("a Cluster node restart needs the Cluster topology".into());

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leader::{LeaseStore, RedisStore};
+use leader::LeaseStore;
 use tokio::task::JoinHandle;
 
 use crate::events::now_micros;
@@ -26,7 +26,7 @@ pub struct Monitor {
 
 impl Monitor {
     /// Starts sampling `key` on `store` every `every`.
-    pub fn start(store: RedisStore, key: String, every: Duration) -> Self {
+    pub fn start(store: Arc<dyn LeaseStore>, key: String, every: Duration) -> Self {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let collected = samples.clone();
         let task = tokio::spawn(async move {

@@ -44,6 +44,11 @@ pub enum Fault {
     /// The Cluster node serving the group is killed and started again after one lease,
     /// without data; the fault lasts until the cluster is ok again.
     RestartClusterNode,
+    /// SIGKILL PostgreSQL and start it again on the same data directory after one lease:
+    /// committed grants survive.
+    RestartPostgres,
+    /// SIGSTOP PostgreSQL (every process) for one and a half leases, then SIGCONT.
+    PausePostgres,
 }
 
 /// One scenario.
@@ -197,6 +202,19 @@ pub const SCENARIOS: &[Scenario] = {
             1,
             Cluster,
         ),
+        scenario("pg-kill-holder", KillHolder, "holder SIGKILLed", 4, 1, Postgres),
+        scenario("pg-pause-holder", PauseHolder, "holder SIGSTOPped 2 leases", 4, 1, Postgres),
+        scenario(
+            "pg-restart",
+            RestartPostgres,
+            "PostgreSQL SIGKILLed, back on its data after 1 lease",
+            4,
+            1,
+            Postgres,
+        ),
+        scenario("pg-pause", PausePostgres, "PostgreSQL SIGSTOPped 1.5 leases", 4, 1, Postgres),
+        scenario("pg-cut", CutConnections, "every connection cut", 4, 1, Postgres),
+        scenario("pg-black-hole", BlackHole, "black hole 1.5 leases", 4, 1, Postgres),
     ]
 };
 

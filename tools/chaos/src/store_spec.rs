@@ -4,7 +4,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use leader::{Error, RedisStore};
+use std::sync::Arc;
+
+use leader::{Error, LeaseStore, PostgresStore, RedisStore};
 
 /// The master name the harness's Sentinel set-up watches.
 pub const SENTINEL_MASTER: &str = leader_testkit::redis_sentinel::MASTER_NAME;
@@ -19,16 +21,18 @@ pub enum StoreSpec {
     Sentinel(String),
     /// Seed nodes of a Cluster.
     Cluster(Vec<String>),
+    /// A PostgreSQL server: `postgres://…`.
+    Postgres(String),
 }
 
 impl StoreSpec {
-    /// A `RedisStore` for this deployment whose commands time out after `command_timeout`,
-    /// waiting for `replica_ack` replicas on grants when non-zero.
+    /// A store for this deployment whose commands time out after `command_timeout`,
+    /// waiting for `replica_ack` replicas on grants when non-zero (Redis only).
     pub fn connect(
         &self,
         command_timeout: Duration,
         replica_ack: u32,
-    ) -> Result<RedisStore, Error> {
+    ) -> Result<Arc<dyn LeaseStore>, Error> {
         let builder = match self {
             StoreSpec::Standalone(url) => RedisStore::builder(url),
             StoreSpec::Sentinel(url) => {
@@ -41,12 +45,17 @@ impl StoreSpec {
             StoreSpec::Cluster(urls) => RedisStore::cluster_builder(
                 deadpool_redis::cluster::Config::from_urls(urls.clone()),
             ),
+            StoreSpec::Postgres(url) => {
+                let store = PostgresStore::builder(url).command_timeout(command_timeout).build()?;
+                return Ok(Arc::new(store));
+            }
         };
         let builder = builder.command_timeout(command_timeout);
-        match replica_ack {
-            0 => builder.build(),
-            replicas => builder.replica_ack(replicas, command_timeout).build(),
-        }
+        let store = match replica_ack {
+            0 => builder.build()?,
+            replicas => builder.replica_ack(replicas, command_timeout).build()?,
+        };
+        Ok(Arc::new(store))
     }
 }
 
@@ -56,6 +65,7 @@ impl fmt::Display for StoreSpec {
             StoreSpec::Standalone(url) => f.write_str(url),
             StoreSpec::Sentinel(url) => write!(f, "sentinel:{url}"),
             StoreSpec::Cluster(urls) => write!(f, "cluster:{}", urls.join(",")),
+            StoreSpec::Postgres(url) => f.write_str(url),
         }
     }
 }
@@ -64,6 +74,9 @@ impl FromStr for StoreSpec {
     type Err = String;
 
     fn from_str(value: &str) -> Result<Self, String> {
+        if value.starts_with("postgres://") {
+            return Ok(StoreSpec::Postgres(value.to_owned()));
+        }
         let spec = if let Some(url) = value.strip_prefix("sentinel:") {
             StoreSpec::Sentinel(url.to_owned())
         } else if let Some(urls) = value.strip_prefix("cluster:") {
@@ -72,7 +85,9 @@ impl FromStr for StoreSpec {
             StoreSpec::Standalone(value.to_owned())
         };
         let urls = match &spec {
-            StoreSpec::Standalone(url) | StoreSpec::Sentinel(url) => vec![url.as_str()],
+            StoreSpec::Standalone(url) | StoreSpec::Sentinel(url) | StoreSpec::Postgres(url) => {
+                vec![url.as_str()]
+            }
             StoreSpec::Cluster(urls) => urls.iter().map(String::as_str).collect(),
         };
         match urls.iter().find(|url| !url.starts_with("redis://")) {

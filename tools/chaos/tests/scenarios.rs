@@ -68,4 +68,10 @@ scenarios! {
     script_flush => "script-flush",
     sentinel_failover => "sentinel-failover",
     cluster_node_restart => "cluster-node-restart",
+    pg_kill_holder => "pg-kill-holder",
+    pg_pause_holder => "pg-pause-holder",
+    pg_restart => "pg-restart",
+    pg_pause => "pg-pause",
+    pg_cut => "pg-cut",
+    pg_black_hole => "pg-black-hole",
 }
