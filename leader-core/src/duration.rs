@@ -31,6 +31,13 @@ pub(crate) fn positive(option: &'static str, value: Duration) -> Result<Duration
     within_limit(option, value)
 }
 
+/// `duration` in whole milliseconds, rounded up (a store never keeps a slot shorter than
+/// asked).
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+pub(crate) fn ceil_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
 /// The renewal cadence of a `lease_time` lease: `chosen`, or `lease_time / 3`. Between 1 ms
 /// and `lease_time / 2`, so a failed renewal can be retried before the lease ends. The one
 /// rule for electors' auto-extension and for leadership.

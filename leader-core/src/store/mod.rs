@@ -10,6 +10,7 @@ mod memory;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod url;
 mod watch;
 
 use std::fmt::Debug;

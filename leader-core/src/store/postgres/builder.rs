@@ -13,6 +13,7 @@ use super::notify::NotifyHub;
 use super::schema::Names;
 use super::{Inner, PostgresStore};
 use crate::Error;
+use crate::store::url::redact;
 
 /// How long a store operation may take before it fails with [`Error::Timeout`], unless
 /// [`PostgresStoreBuilder::command_timeout`] says otherwise.
@@ -187,21 +188,6 @@ fn describe_config(config: &tokio_postgres::Config) -> String {
         config.get_user().unwrap_or("?"),
         config.get_dbname().unwrap_or("?")
     )
-}
-
-/// A URL with its password replaced, for errors.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ if url.contains("password") => "<a connection string with a password>".to_owned(),
-        _ => url.to_owned(),
-    }
 }
 
 impl fmt::Debug for PostgresStoreBuilder {

@@ -214,7 +214,7 @@ fn between(from: i64, to: i64) -> Duration {
 }
 
 fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(i64::MAX)
+    i64::try_from(crate::duration::ceil_millis(duration)).unwrap_or(i64::MAX)
 }
 
 fn fence_of(fence: i64) -> u64 {

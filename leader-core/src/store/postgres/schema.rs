@@ -48,9 +48,9 @@ const SHAPE: [(&str, &[(&str, &str)]); 2] = [
 impl Names {
     /// The names for tables `{prefix}groups` and `{prefix}slots` in `schema`.
     pub(crate) fn new(schema: &str, prefix: &str) -> Result<Self, Error> {
-        check_identifier("schema", schema, 63)?;
+        check_identifier("schema", schema, 63, false)?;
         // Leaves room for the longest name made from it, `{prefix}last_fence`-sized ones.
-        check_identifier("table_prefix", prefix, 40)?;
+        check_identifier("table_prefix", prefix, 40, true)?;
         let qualified = |name: &str| format!("{schema}.{prefix}{name}");
         Ok(Names {
             channel: format!("{schema}_{prefix}released"),
@@ -84,12 +84,18 @@ impl Names {
 
 /// A name the store puts into SQL unquoted: lowercase ASCII letters, digits and `_`, not
 /// starting with a digit, at most `max` bytes.
-fn check_identifier(option: &'static str, name: &str, max: usize) -> Result<(), Error> {
+/// An empty name is allowed when `may_be_empty` (a prefix).
+fn check_identifier(
+    option: &'static str,
+    name: &str,
+    max: usize,
+    may_be_empty: bool,
+) -> Result<(), Error> {
     let valid_start = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_');
     let valid = valid_start
         && name.len() <= max
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if valid || (option == "table_prefix" && name.is_empty()) {
+    if valid || (may_be_empty && name.is_empty()) {
         return Ok(());
     }
     Err(Error::invalid_option(

@@ -8,8 +8,9 @@ use redis::sentinel::SentinelClient;
 
 use super::connection::ConnectionSource;
 use super::pubsub::SubscriberSource;
-use super::{RedisStore, Timings, url};
+use super::{RedisStore, Timings};
 use crate::Error;
+use crate::store::url;
 
 /// How long a store operation may take before it fails with [`Error::Timeout`], unless
 /// [`RedisStoreBuilder::command_timeout`] says otherwise.

@@ -6,7 +6,6 @@ mod layout;
 mod pubsub;
 mod reply;
 mod scripts;
-mod url;
 mod version;
 
 pub use self::builder::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisStoreBuilder};
@@ -235,10 +234,7 @@ fn unavailable(
     Error::Unavailable { store: "redis", operation, source: Box::new(error) }
 }
 
-fn millis(duration: Duration) -> u64 {
-    let whole = duration.as_millis() as u64;
-    if duration.subsec_nanos().is_multiple_of(1_000_000) { whole } else { whole + 1 }
-}
+use crate::duration::ceil_millis as millis;
 
 #[async_trait]
 impl LeaseStore for RedisStore {

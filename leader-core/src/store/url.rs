@@ -1,4 +1,4 @@
-//! Redis URLs as they may be shown: with the password replaced.
+//! Store URLs (Redis, PostgreSQL) as they may be shown: with the password replaced.
 
 /// `url` with the password of its user-info part replaced by `***`.
 ///
@@ -6,8 +6,13 @@
 /// redis://app:s3cret@cache:6379/0  ->  redis://app:***@cache:6379/0
 /// redis://:s3cret@cache            ->  redis://:***@cache
 /// ```
-pub fn redact(url: &str) -> String {
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
+        // A PostgreSQL `key=value` connection string.
+        if url.contains("password") {
+            return "<a connection string with a password>".to_owned();
+        }
         return if url.contains('@') {
             "<unparsable URL with credentials>".to_owned()
         } else {
@@ -16,11 +21,11 @@ pub fn redact(url: &str) -> String {
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split_once(':').map_or(user_info, |(user, _password)| user);
-            format!("{scheme}://{user}:***@{host}{tail}")
-        }
+    // Only a password is hidden; a user alone is shown as it is.
+    match authority.rsplit_once('@').and_then(|(user_info, host)| {
+        user_info.split_once(':').map(|(user, _password)| (user, host))
+    }) {
+        Some((user, host)) => format!("{scheme}://{user}:***@{host}{tail}"),
         None => url.to_owned(),
     }
 }
