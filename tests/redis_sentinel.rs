@@ -7,10 +7,10 @@ use std::time::Duration;
 use leader::{LeaderElectionOptions, LeaderElector, RedisStore};
 use support::redis_sentinel::{MASTER_NAME, RedisSentinel};
 
-/// Slot records of the group `failover` on `server` (its hash less `max` and `fence`).
+/// Slot records of the group `failover` on `server` (its hash less the bookkeeping fields).
 fn live_slots(server: &support::redis_server::RedisServer) -> usize {
     let fields = server.cli(&["HKEYS", "{leader:failover}:group"]);
-    let bookkeeping = ["", "max", "fence"];
+    let bookkeeping = ["", "max", "fence", "waiting", "watched"];
     fields.lines().filter(|f| !bookkeeping.contains(f)).count()
 }
 

@@ -42,10 +42,10 @@ fn token() -> LeaseToken {
 }
 
 /// Live and expired slots recorded for `key` on `server`: the group hash's fields other than
-/// `max` and `fence`.
+/// the bookkeeping ones.
 fn slot_records(server: &RedisServer, key: &str) -> usize {
     let fields = server.cli(&["HKEYS", &format!("{{{key}}}:group")]);
-    let bookkeeping = ["", "max", "fence"];
+    let bookkeeping = ["", "max", "fence", "waiting", "watched"];
     fields.lines().filter(|field| !bookkeeping.contains(field)).count()
 }
 
@@ -155,15 +155,14 @@ async fn a_group_is_one_hash_that_keeps_only_live_records() {
     assert!(group_ttl > 10_000, "the group outlives its longest slot: {group_ttl} ms");
     let refused = store.acquire(request(key, 2, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
-    assert_eq!(keys(&server), ["{leader:tidy}:full", "{leader:tidy}:group"], "refused: marked");
-    // -2 once it expired (a busy machine can take 50 ms to get here): also before the expiry.
-    let marked: i64 = server.cli(&["PTTL", "{leader:tidy}:full"]).parse().unwrap();
-    assert!(marked < 50, "the marker ends before the nearest expiry: {marked} ms");
+    assert_eq!(keys(&server), ["{leader:tidy}:group"], "a refusal adds no key");
+    let waiting = || server.cli(&["HEXISTS", "{leader:tidy}:group", "waiting"]);
+    assert_eq!(waiting(), "1", "a refusal marks the group: a candidate may wait");
     assert_eq!(
         store.release(key, released, Duration::ZERO).await.unwrap(),
         ReleaseOutcome::Released
     );
-    assert_eq!(keys(&server), ["{leader:tidy}:group"], "a group that is not full is one key");
+    assert_eq!(waiting(), "0", "the release that woke it clears the mark");
     sleep(Duration::from_millis(100)).await; // the crashed holder's slot expires, unreleased
     assert_eq!(slot_records(&server, key), 1, "the expired record waits for the next grant");
     let next = token();
@@ -200,9 +199,9 @@ fn granted_fence(outcome: AcquireOutcome) -> u64 {
 }
 
 #[tokio::test]
-async fn a_full_group_refuses_without_the_clock_or_the_records() {
+async fn a_refusal_reads_the_clock_and_the_group_once_and_writes_nothing_more() {
     let (store, server) = standalone().await;
-    let key = "leader:marked";
+    let key = "leader:refusing";
     let (first, second) = (token(), token());
     granted_fence(store.acquire(request(key, 2, first)).await.unwrap());
     let fence = granted_fence(store.acquire(request(key, 2, second)).await.unwrap());
@@ -213,89 +212,154 @@ async fn a_full_group_refuses_without_the_clock_or_the_records() {
     let outcome = store.acquire(request(key, 2, token())).await.unwrap();
     let AcquireOutcome::Full { nearest_expiry } = outcome else { panic!("{outcome:?}") };
     assert!(nearest_expiry > Duration::from_secs(9), "{nearest_expiry:?}");
-    let ran = all_commands(&server);
-    let marker_reads = (ran.get("get"), ran.get("pttl"), ran.get("hget"));
-    assert_eq!(marker_reads, (Some(&1), Some(&1), Some(&1)), "{ran:?}");
-    assert!(!ran.contains_key("time") && !ran.contains_key("hgetall"), "{ran:?}");
+    assert_eq!(commands_inside_scripts(&server), counts([("time", 1), ("hgetall", 1)]));
 
-    // The marker never hides a holder's own slot or another N.
+    // A refusal never hides a holder's own slot or another N.
     assert_eq!(granted_fence(store.acquire(request(key, 2, second)).await.unwrap()), fence);
     let err = store.acquire(request(key, 3, token())).await.unwrap_err();
     assert!(matches!(err, Error::MaxLeadersMismatch { requested: 3, existing: 2, .. }), "{err:?}");
 
-    // A release ends it at once.
+    // A release frees a slot at once.
     assert_eq!(store.release(key, first, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     granted_fence(store.acquire(request(key, 2, token())).await.unwrap());
 }
 
-/// Takes the only slot of group `key` (N=1) under `held`, then has another token refused,
-/// which marks the group full.
-async fn hold_and_mark_full(store: &RedisStore, key: &str, held: LeaseToken) {
+/// The commands scripts ran since the last reset, by name (what clients sent left out).
+fn commands_inside_scripts(server: &RedisServer) -> HashMap<String, u64> {
+    let sent = ["evalsha", "eval", "info", "config|resetstat"];
+    all_commands(server).into_iter().filter(|(name, _)| !sent.contains(&name.as_str())).collect()
+}
+
+/// Command counts by name, to compare with [`commands_inside_scripts`].
+fn counts<const N: usize>(named: [(&str, u64); N]) -> HashMap<String, u64> {
+    named.into_iter().map(|(name, calls)| (name.to_owned(), calls)).collect()
+}
+
+#[tokio::test]
+async fn a_cycle_nobody_waits_for_or_watches_publishes_nothing() {
+    let (store, server) = standalone().await;
+    let key = "leader:quiet";
+    let warm = token(); // the scripts loaded
+    granted_fence(store.acquire(request(key, 1, warm)).await.unwrap());
+    store.release(key, warm, Duration::ZERO).await.unwrap();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..10 {
+        let held = token();
+        granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+        assert_eq!(
+            store.release(key, held, Duration::ZERO).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    }
+    // A grant reads the clock and the group, writes the record and the group's expiry; a
+    // release reads the clock and its record and deletes it. Nothing else, nothing published.
+    let per_cycle = counts([
+        ("time", 20),
+        ("hgetall", 10),
+        ("hset", 10),
+        ("pexpire", 10),
+        ("hmget", 10),
+        ("hdel", 10),
+    ]);
+    assert_eq!(commands_inside_scripts(&server), per_cycle);
+}
+
+#[tokio::test]
+async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_wait() {
+    let (store, server) = standalone().await;
+    let key = "leader:waited-on";
+    let published = || commands_inside_scripts(&server).get("publish").copied().unwrap_or(0);
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    assert!(matches!(store.renew(key, held, SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert_eq!(published(), 0, "nobody was refused: a shorter lease wakes nobody");
+    let refused = store.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+    assert!(matches!(
+        store.renew(key, held, Duration::from_millis(500)).await.unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
+    assert_eq!(published(), 1, "the refused candidate waits for the old expiry: woken");
+    assert!(matches!(store.renew(key, held, SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert_eq!(published(), 1, "a longer lease frees nothing sooner");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(published(), 2, "the release wakes the candidate");
+    let next = token();
+    granted_fence(store.acquire(request(key, 1, next)).await.unwrap());
+    assert_eq!(store.release(key, next, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(published(), 2, "the woken candidate no longer waits: the next release is silent");
+}
+
+#[tokio::test]
+async fn a_grant_clears_the_mark_of_a_candidate_an_expiry_woke() {
+    let (store, server) = standalone().await;
+    let key = "leader:expired-under-waiter";
+    let short =
+        AcquireRequest { lease_time: Duration::from_millis(100), ..request(key, 1, token()) };
+    granted_fence(store.acquire(short).await.unwrap());
+    assert!(matches!(
+        store.acquire(request(key, 1, token())).await.unwrap(),
+        AcquireOutcome::Full { .. }
+    ));
+    let waiting = || server.cli(&["HEXISTS", "{leader:expired-under-waiter}:group", "waiting"]);
+    assert_eq!(waiting(), "1");
+    // The refused candidate's timer ends at the expiry, which frees the slot.
+    sleep(Duration::from_millis(150)).await;
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+    assert_eq!(waiting(), "0", "every candidate refused before was woken by the expiry");
+}
+
+#[tokio::test]
+async fn a_watcher_gets_grants_and_releases_published_for_as_long_as_it_asked() {
+    let (store, server) = standalone().await;
+    let key = "leader:watched";
+    let layout = RedisStore::group_layout(key).unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.subscribe(&[&layout.grant_channel, &layout.release_channel]).await.unwrap();
+    let mut messages = pubsub.into_on_message();
+    use futures_util::StreamExt;
+
+    store.announce_watcher(key, Duration::from_millis(400)).await.unwrap();
+    let ttl: i64 = server.cli(&["PTTL", &layout.group]).parse().unwrap();
+    assert!(ttl > 0, "the hash the watcher made expires: {ttl}");
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    store.release(key, held, Duration::ZERO).await.unwrap();
+    for channel in [&layout.grant_channel, &layout.release_channel] {
+        let message = timeout(5 * SECOND, messages.next()).await.unwrap().unwrap();
+        assert_eq!(message.get_channel_name(), channel.as_str());
+    }
+    sleep(Duration::from_millis(450)).await;
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    store.release(key, held, Duration::ZERO).await.unwrap();
+    assert!(
+        timeout(Duration::from_millis(300), messages.next()).await.is_err(),
+        "nothing is published once the watch ran out"
+    );
+
+    for bad in [Duration::ZERO, Duration::from_secs(86_401)] {
+        let err = store.announce_watcher(key, bad).await.unwrap_err();
+        assert!(err.to_string().contains("duration"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_key_beside_the_group_is_never_read_or_written() {
+    let (store, server) = standalone().await;
+    let key = "leader:neighbour";
+    server.cli(&["SET", "{leader:neighbour}:full", "someone else's"]);
+    let held = token();
     granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
     let refused = store.acquire(request(key, 1, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
-}
-
-#[tokio::test]
-async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
-    let (store, server) = standalone().await;
-    let marker_ms =
-        |key: &str| -> i64 { server.cli(&["PTTL", &format!("{{{key}}}:full")]).parse().unwrap() };
-    let soon = Duration::from_millis(200);
-
-    // A renewal with a shorter lease than the slot had left.
-    let (key, held) = ("leader:renewed-shorter", token());
-    hold_and_mark_full(&store, key, held).await;
-    assert!(marker_ms(key) > 9_000);
-    assert!(matches!(store.renew(key, held, soon).await.unwrap(), RenewOutcome::Renewed { .. }));
-    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
-    sleep(soon + Duration::from_millis(20)).await;
-    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
-
-    // A release kept until the minimum lease ends.
-    let (key, held) = ("leader:kept", token());
-    hold_and_mark_full(&store, key, held).await;
-    assert!(marker_ms(key) > 9_000);
-    assert!(matches!(store.release(key, held, soon).await.unwrap(), ReleaseOutcome::Kept { .. }));
-    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
-    sleep(soon + Duration::from_millis(20)).await;
-    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
-}
-
-#[tokio::test]
-async fn a_foreign_key_where_the_marker_goes_is_reported_and_left_alone() {
-    let (store, server) = standalone().await;
-    server.cli(&["SET", "{leader:squatted}:full", "someone else's"]);
-    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
-    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
-    assert!(err.to_string().contains("{leader:squatted}:full is a string"), "{err}");
-    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
-    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
-}
-
-#[tokio::test]
-async fn a_foreign_string_with_a_ttl_where_the_marker_goes_is_reported_and_left_alone() {
-    let (store, server) = standalone().await;
-    server.cli(&["SET", "{leader:squatted}:full", "someone else's", "PX", "60000"]);
-    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
-    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
-    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
-    let ttl: i64 = server.cli(&["PTTL", "{leader:squatted}:full"]).parse().unwrap();
-    assert!(ttl > 50_000, "its TTL was left alone: {ttl} ms");
-    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
-}
-
-#[tokio::test]
-async fn renewals_and_releases_never_touch_a_foreign_key_where_the_marker_goes() {
-    let (store, server) = standalone().await;
-    let (key, held) = ("leader:collided", token());
-    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
-    server.cli(&["SET", "{leader:collided}:full", "someone else's"]);
-    let shorter = store.renew(key, held, Duration::from_secs(1)).await.unwrap();
+    let shorter = store.renew(key, held, SECOND).await.unwrap();
     assert!(matches!(shorter, RenewOutcome::Renewed { .. }), "{shorter:?}");
-    assert_eq!(server.cli(&["PTTL", "{leader:collided}:full"]), "-1", "given no expiry");
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(server.cli(&["GET", "{leader:collided}:full"]), "someone else's", "not deleted");
+    assert_eq!(server.cli(&["GET", "{leader:neighbour}:full"]), "someone else's");
+    assert_eq!(server.cli(&["PTTL", "{leader:neighbour}:full"]), "-1", "given no expiry");
 }
 
 #[tokio::test]
@@ -734,6 +798,8 @@ async fn acl_user_and_password_come_from_the_url_and_never_show() {
     let held = token();
     store.acquire(request("leader:acl", 1, held)).await.unwrap();
     let mut watch = store.watch_releases("leader:acl").await.unwrap();
+    let refused = store.acquire(request("leader:acl", 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "a candidate that will wait");
     store.release("leader:acl", held, Duration::ZERO).await.unwrap();
     timeout(5 * SECOND, watch.released())
         .await
@@ -770,11 +836,12 @@ async fn a_full_group_still_refuses_on_a_server_out_of_memory() {
     granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
     server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
-    // The refusal cannot write its full marker; it is a refusal all the same.
+    // The refusal cannot mark the group; it is a refusal all the same (a waiter wakes at
+    // the nearest expiry).
     let refused = store.acquire(request(key, 1, token())).await;
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
     assert!(matches!(refused, Ok(AcquireOutcome::Full { .. })), "{refused:?}");
-    assert_eq!(server.cli(&["EXISTS", "{leader:oom-full}:full"]), "0");
+    assert_eq!(server.cli(&["HEXISTS", "{leader:oom-full}:group", "waiting"]), "0");
 }
 
 #[tokio::test]
@@ -874,6 +941,7 @@ mod key_lifetimes {
         Renew { who: usize, lease_ms: u64 },
         Release { who: usize, min_lease_ms: u64 },
         State,
+        Watch,
         Sleep { ms: u64 },
     }
 
@@ -891,6 +959,7 @@ mod key_lifetimes {
             (who, prop::sample::select(vec![0u64, 100]))
                 .prop_map(|(who, min_lease_ms)| Op::Release { who, min_lease_ms }),
             Just(Op::State),
+            Just(Op::Watch),
             (0..60u64).prop_map(|ms| Op::Sleep { ms }),
         ]
     }
@@ -929,6 +998,8 @@ mod key_lifetimes {
                             store.release(key, tokens[who], Duration::from_millis(min_lease_ms)).await.unwrap();
                         }
                         Op::State => drop(store.state(key).await.unwrap()),
+                        // Watched for as long as the longest lease.
+                        Op::Watch => store.announce_watcher(key, Duration::from_millis(LEASES[2])).await.unwrap(),
                         Op::Sleep { ms } => sleep(Duration::from_millis(ms)).await,
                     }
                     let longest = LEASES[2] + IDLE_MS;

@@ -52,23 +52,39 @@ pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<E
     }
 }
 
-/// What wakes a redraw: on Redis, the group's grant and release channels; on PostgreSQL,
-/// the store's release notifications, and a look every second for grants (which send no
-/// notification).
+/// How long one announcement keeps the group's changes published, and how often it is
+/// renewed: a watcher that dies stops costing the server within `WATCH_FOR`.
+const WATCH_FOR: Duration = Duration::from_secs(30);
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(10);
+
+/// What wakes a redraw: on Redis, the group's grant and release channels, which the store
+/// publishes on while this watcher announces itself; on PostgreSQL, the store's release
+/// notifications, and a look every second for grants (which send no notification).
 enum Changes {
-    Redis(Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>),
+    Redis {
+        messages: Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>,
+        store: RedisStore,
+        key: String,
+        announced_at: Instant,
+    },
     Postgres(ReleaseWatch),
 }
 
 impl Changes {
     async fn subscribe(cli: &Cli, store: &Store, key: &str) -> Result<Self, Failure> {
         Ok(match store {
-            Store::Redis(_) => {
+            Store::Redis(store) => {
                 let client = redis::Client::open(cli.url.as_str())?;
                 let layout = RedisStore::group_layout(key)?;
                 let mut pubsub = client.get_async_pubsub().await?;
                 pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
-                Changes::Redis(Box::pin(pubsub.into_on_message()))
+                store.announce_watcher(key, WATCH_FOR).await?;
+                Changes::Redis {
+                    messages: Box::pin(pubsub.into_on_message()),
+                    store: store.clone(),
+                    key: key.to_owned(),
+                    announced_at: Instant::now(),
+                }
             }
             Store::Postgres(store) => Changes::Postgres(store.watch_releases(key).await?),
         })
@@ -76,10 +92,19 @@ impl Changes {
 
     async fn next(&mut self) -> Result<(), Failure> {
         match self {
-            Changes::Redis(messages) => match messages.next().await {
-                Some(_) => Ok(()),
-                None => Err("the subscription to the group's changes was lost".into()),
-            },
+            Changes::Redis { messages, store, key, announced_at } => {
+                tokio::select! {
+                    message = messages.next() => match message {
+                        Some(_) => Ok(()),
+                        None => Err("the subscription to the group's changes was lost".into()),
+                    },
+                    () = sleep_until(*announced_at + ANNOUNCE_EVERY) => {
+                        store.announce_watcher(key, WATCH_FOR).await?;
+                        *announced_at = Instant::now();
+                        Ok(())
+                    }
+                }
+            }
             Changes::Postgres(releases) => {
                 tokio::select! {
                     () = releases.released() => {}

@@ -29,6 +29,7 @@ macro_rules! with_every_rule {
             min_lease_time_keeps_a_released_slot,
             expiry_frees_a_slot,
             release_wakes_watchers,
+            shortening_renewal_wakes_watchers,
             state_reports_live_slots,
         }
     };
@@ -214,13 +215,36 @@ pub async fn release_wakes_watchers(store: &dyn LeaseStore, key: &str) {
     for _ in 0..3 {
         watches.push(store.watch_releases(key).await.unwrap());
     }
+    // Candidates wait only after a refusal: a store may leave the releases nobody can be
+    // waiting for unpublished.
+    refused(store, key, 2).await;
     store.release(key, first, Duration::ZERO).await.unwrap();
     for watch in &mut watches {
         timeout(Duration::from_secs(5), watch.released()).await.expect("woken by a release");
     }
     // A release kept for the minimum lease shortens the slot, which also wakes waiters.
+    granted(store, request(key, 2, token())).await;
+    refused(store, key, 2).await;
     store.release(key, second, LEASE).await.unwrap();
     timeout(Duration::from_secs(5), watches[0].released()).await.expect("woken by a kept release");
+}
+
+pub async fn shortening_renewal_wakes_watchers(store: &dyn LeaseStore, key: &str) {
+    let held = token();
+    granted(store, request(key, 1, held)).await;
+    let mut watch = store.watch_releases(key).await.unwrap();
+    refused(store, key, 1).await;
+    // The refused candidate waits for the nearest expiry it was told; a renewal with a
+    // shorter lease brings it forward, so the candidate must look again.
+    let renewed = store.renew(key, held, LEASE / 10).await.unwrap();
+    assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
+    timeout(Duration::from_secs(5), watch.released()).await.expect("woken by a shorter lease");
+}
+
+/// An attempt on group `key` (of `max_leaders`) by a new candidate, which must be refused.
+async fn refused(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
+    let outcome = store.acquire(request(key, max_leaders, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "not refused: {outcome:?}");
 }
 
 pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {

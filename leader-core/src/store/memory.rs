@@ -237,14 +237,19 @@ impl LeaseStore for MemoryStore {
     ) -> Result<RenewOutcome, Error> {
         let mut groups = self.groups();
         let now = Instant::now();
-        let Some(slot) = groups.live(key, now).and_then(|g| g.slot_mut(token)) else {
+        let Some(group) = groups.live(key, now) else {
             return Ok(RenewOutcome::NotHeld);
         };
-        slot.expires_at = now + lease_time;
-        Ok(RenewOutcome::Renewed {
-            expires_at: self.wall_time(slot.expires_at),
-            expires_in: lease_time,
-        })
+        let Some(slot) = group.slot_mut(token) else {
+            return Ok(RenewOutcome::NotHeld);
+        };
+        let (before, renewed) = (slot.expires_at, now + lease_time);
+        slot.expires_at = renewed;
+        if renewed < before {
+            // Waiters sleep until the nearest expiry they were told; this one is sooner.
+            group.wake_waiters();
+        }
+        Ok(RenewOutcome::Renewed { expires_at: self.wall_time(renewed), expires_in: lease_time })
     }
 
     async fn release(

@@ -37,7 +37,10 @@ fn token() -> LeaseToken {
 }
 
 /// Loads `source` into the server's script cache; its SHA1, for EVALSHA.
-async fn load_script(connection: &mut redis::aio::MultiplexedConnection, source: &str) -> String {
+pub async fn load_script(
+    connection: &mut redis::aio::MultiplexedConnection,
+    source: &str,
+) -> String {
     redis::cmd("SCRIPT").arg("LOAD").arg(source).query_async(connection).await.unwrap()
 }
 

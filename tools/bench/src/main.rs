@@ -8,6 +8,8 @@
 //! cargo run -p leader-bench --release -- --postgres-only  # only PostgresStore vs advisory locks
 //! cargo run -p leader-bench --release -- --json
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
+//! cargo run -p leader-bench --release -- --workloads   # only W1 and W2 of every library
+//! cargo run -p leader-bench --release -- --floor       # only the server's floor per cycle
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -15,6 +17,7 @@
 
 mod checks;
 mod contenders;
+mod floor;
 mod heap;
 mod postgres;
 mod server;
@@ -60,11 +63,23 @@ async fn main() {
     // `--profile NAME`: only W1 and W2 of one contender, for a profiler to watch.
     let profile = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)).cloned();
     let as_json = args.iter().any(|a| a == "--json");
+    // `--workloads`: only the W1 and W2 rows (throughput and server CPU), for A/B work.
+    let workloads_only = args.iter().any(|a| a == "--workloads");
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 30 } else { 100 };
 
     let server = Server::start();
     SERVER_URL.set(server.url()).unwrap();
+    if args.iter().any(|a| a == "--floor") {
+        for _ in 0..2 {
+            let floor = floor::floor(&server, 200_000).await;
+            println!(
+                "µs per cycle: leader {:.1}, its commands alone {:.1}, mutex {:.1}",
+                floor.ours, floor.bare, floor.mutex
+            );
+        }
+        return;
+    }
     let mut report = serde_json::Map::new();
     let say = |line: String| {
         if !as_json {
@@ -85,8 +100,13 @@ async fn main() {
 
     // W1, W2: two rounds of every contender, in turn.
     server.reset_stats();
-    let mut w1: Vec<(String, u32, f64)> = Vec::new();
-    let mut w2: Vec<(String, u32, f64)> = Vec::new();
+    // Each row: contender, N, operations per second, and the server's CPU µs per operation
+    // (its CPU time around the workload, divided by the operations).
+    let mut w1: Vec<(String, u32, f64, f64)> = Vec::new();
+    let mut w2: Vec<(String, u32, f64, f64)> = Vec::new();
+    let cpu_per_op = |before: f64, after: f64, rate: f64| {
+        (after - before) * 1e6 / (rate * period.as_secs_f64()).max(1.0)
+    };
     for round in 0..2 {
         for name in CONTENDERS.into_iter().filter(|n| profile.as_deref().is_none_or(|p| p == *n)) {
             let contender = Contender::connect(name, &server.url()).await;
@@ -95,16 +115,12 @@ async fn main() {
                     continue;
                 }
                 let run = format!("{name}-{n}-{round}");
-                w1.push((
-                    name.to_owned(),
-                    n,
-                    workloads::uncontended(&contender, n, &run, period).await,
-                ));
-                w2.push((
-                    name.to_owned(),
-                    n,
-                    workloads::contended(&contender, n, &run, period).await.0,
-                ));
+                let before = server.cpu_seconds();
+                let rate = workloads::uncontended(&contender, n, &run, period).await;
+                w1.push((name.to_owned(), n, rate, cpu_per_op(before, server.cpu_seconds(), rate)));
+                let before = server.cpu_seconds();
+                let rate = workloads::contended(&contender, n, &run, period).await.0;
+                w2.push((name.to_owned(), n, rate, cpu_per_op(before, server.cpu_seconds(), rate)));
             }
         }
         server.cli(&["FLUSHALL"]);
@@ -120,25 +136,16 @@ async fn main() {
         }
         return;
     }
-    let mean = |rows: &[(String, u32, f64)], name: &str, n: u32| -> Option<f64> {
-        let values: Vec<f64> =
-            rows.iter().filter(|(c, m, _)| c == name && *m == n).map(|r| r.2).collect();
+    let mean_of = |rows: &[(String, u32, f64, f64)], name: &str, n: u32, cpu: bool| {
+        let values: Vec<f64> = rows
+            .iter()
+            .filter(|(c, m, _, _)| c == name && *m == n)
+            .map(|r| if cpu { r.3 } else { r.2 })
+            .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
-
-    // W3: hand-over latency, A B A B.
-    let mut w3: Vec<(String, Vec<Duration>)> =
-        CONTENDERS.iter().map(|n| (n.to_string(), Vec::new())).collect();
-    for round in 0..2 {
-        for (name, latencies) in w3.iter_mut() {
-            let holder = Contender::connect(name, &server.url()).await;
-            let waiter = Contender::connect(name, &server.url()).await;
-            latencies.extend(
-                workloads::hand_over(&holder, &waiter, &format!("{name}-{round}"), samples / 2)
-                    .await,
-            );
-        }
-    }
+    let mean = |rows: &[(String, u32, f64, f64)], name: &str, n: u32| mean_of(rows, name, n, false);
+    let cpu = |rows: &[(String, u32, f64, f64)], name: &str, n: u32| mean_of(rows, name, n, true);
 
     say("| workload | leader | rslock 0.10 | distributed-lock-redis 0.2 |".to_owned());
     say("|---|---|---|---|".to_owned());
@@ -153,6 +160,35 @@ async fn main() {
             ));
         }
     }
+    let cell_us = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1}", v));
+    for (label, rows) in [("Redis CPU µs per W1 cycle", &w1), ("Redis CPU µs per W2 attempt", &w2)]
+    {
+        for n in [1, 3] {
+            say(format!(
+                "| {label}, N={n} | {} | {} | {} |",
+                cell_us(cpu(rows, "leader", n)),
+                cell_us(cpu(rows, "rslock", n)),
+                cell_us(cpu(rows, "distributed-lock-redis", n))
+            ));
+        }
+    }
+    if workloads_only {
+        return;
+    }
+    // W3: hand-over latency, A B A B.
+    let mut w3: Vec<(String, Vec<Duration>)> =
+        CONTENDERS.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    for round in 0..2 {
+        for (name, latencies) in w3.iter_mut() {
+            let holder = Contender::connect(name, &server.url()).await;
+            let waiter = Contender::connect(name, &server.url()).await;
+            latencies.extend(
+                workloads::hand_over(&holder, &waiter, &format!("{name}-{round}"), samples / 2)
+                    .await,
+            );
+        }
+    }
+
     let mut hand_over = Vec::new();
     for (name, latencies) in w3.iter_mut() {
         let (p50, p99) = (percentile(latencies, 50.0), percentile(latencies, 99.0));
@@ -171,6 +207,9 @@ async fn main() {
             for n in [1, 3] {
                 if let Some(v) = mean(rows, name, n) {
                     report.insert(format!("{label}_{name}_n{n}"), json!(v));
+                }
+                if let Some(v) = cpu(rows, name, n) {
+                    report.insert(format!("{label}_{name}_n{n}_server_cpu_us"), json!(v));
                 }
             }
         }
@@ -193,6 +232,21 @@ async fn main() {
         "release_pipelined": ceiling.release_pipelined, "cycle_pipelined": ceiling.cycles(),
         "w1_leader_share": w1_leader / ceiling.cycles(),
     }));
+
+    // The floor of a cycle on the server, against the usual mutex.
+    let floor = floor::floor(&server, if quick { 50_000 } else { 200_000 }).await;
+    say(format!(
+        "server time per uncontended cycle (redis-benchmark -c 50 -P 16): leader's scripts {:.1} µs, their commands alone {:.1} µs, SET NX PX + compare-and-delete {:.1} µs; ratios {:.2} and {:.2}\n",
+        floor.ours,
+        floor.bare,
+        floor.mutex,
+        floor.ours / floor.mutex,
+        floor.bare / floor.mutex
+    ));
+    report.insert(
+        "floor_us_per_cycle".into(),
+        json!({"leader": floor.ours, "bare_commands": floor.bare, "mutex": floor.mutex}),
+    );
 
     // Round trips per operation, from INFO commandstats.
     let store = leader::RedisStore::connect(&server.url()).await.unwrap();

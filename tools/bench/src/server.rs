@@ -28,6 +28,20 @@ impl Server {
         self.cli(&["CONFIG", "RESETSTAT"]);
     }
 
+    /// CPU time the server process has used so far (user + system), from `INFO cpu`, in
+    /// seconds: what the server spends on a workload is the difference around it.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.cli(&["INFO", "cpu"])
+            .lines()
+            .filter_map(|line| {
+                let value = line
+                    .strip_prefix("used_cpu_user:")
+                    .or_else(|| line.strip_prefix("used_cpu_sys:"))?;
+                value.trim().parse::<f64>().ok()
+            })
+            .sum()
+    }
+
     /// Commands clients sent since the last reset (not counting the commands scripts ran
     /// inside the server, nor the bench's own INFO and CONFIG).
     pub fn client_commands(&self) -> u64 {

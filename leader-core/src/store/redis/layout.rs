@@ -24,13 +24,14 @@ use crate::Error;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisGroupLayout {
-    /// The hash of the group's slots, its `max_leaders` and its last fence.
+    /// The hash of the group's slots, its `max_leaders`, its last fence, and the marks of
+    /// a candidate that may be waiting and of a tool watching.
     pub group: String,
-    /// The marker that the group is full, until just before its nearest expiry.
-    pub full: String,
-    /// Where a grant is published (only watchers listen).
+    /// Where a grant is published, while a tool watches the group
+    /// ([`RedisStore::announce_watcher`]).
     pub grant_channel: String,
-    /// Where a release is published (waiters listen).
+    /// Where a release (or a renewal that shortens a slot) is published, while a refused
+    /// candidate may be waiting or a tool watches.
     pub release_channel: String,
 }
 
@@ -41,7 +42,6 @@ impl RedisStore {
         let keys = GroupKeys::new(key)?;
         Ok(RedisGroupLayout {
             group: keys.group().to_string(),
-            full: keys.full().to_string(),
             grant_channel: keys.grant_channel().to_string(),
             release_channel: keys.release_channel().to_string(),
         })
@@ -124,15 +124,14 @@ impl ScriptCall {
         Ok(ScriptCall {
             source: ACQUIRE.source,
             args: vec![
-                "2".to_owned(),
+                "1".to_owned(),
                 keys.group().to_string(),
-                keys.full().to_string(),
                 token.to_owned(),
                 holder.to_owned(),
                 lease_ms.to_string(),
                 max_leaders.to_string(),
                 keys.grant_channel().to_string(),
-                idle_ms.to_string(),
+                (u128::from(lease_ms) + idle_ms).to_string(),
             ],
         })
     }
@@ -143,9 +142,8 @@ impl ScriptCall {
         Ok(ScriptCall {
             source: RELEASE.source,
             args: vec![
-                "2".to_owned(),
+                "1".to_owned(),
                 keys.group().to_string(),
-                keys.full().to_string(),
                 token.to_owned(),
                 min_lease_ms.to_string(),
                 keys.release_channel().to_string(),

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
 pub use self::layout::{RedisGroupLayout, ScriptCall};
 use self::pubsub::{ReleaseHub, SubscriberSource};
-use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg};
+use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg, WATCH};
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome,
@@ -36,15 +36,16 @@ use crate::{Error, LeaseToken};
 ///   each slot expires by its own record, so holders with different leases never lose
 ///   slots to a key expiry, and the hash expires
 ///   [`idle_group_ttl`](RedisStoreBuilder::idle_group_ttl) after its longest live slot, so
-///   an unused group disappears. While the group is full, `{key}:full` (a value only the
-///   store writes) marks it until just before its nearest expiry, so a failed attempt is
-///   refused without reading the clock or the records.
+///   an unused group disappears. The group is the only key: nothing else is read or written.
 /// - The server must be Redis 7.0 or later, or Valkey: an older one is refused with
 ///   [`Error::UnsupportedServer`] when a connection is made.
 /// - Fences are `max(last + 1, server time in µs)`: strictly increasing, even after the
 ///   server restarts without its data.
-/// - Releases are published; waiters in every process are woken by one pub/sub connection
-///   per store, and also wake at the nearest expiry.
+/// - A release is published when someone may listen: a candidate refused since the last
+///   release (a refusal marks the group) or a tool that announced itself with
+///   [`announce_watcher`](Self::announce_watcher). Waiters in every process are woken by
+///   one pub/sub connection per store, and also wake at the nearest expiry. A cycle nobody
+///   waits for publishes nothing.
 ///
 /// ```no_run
 /// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, RedisStore};
@@ -188,11 +189,41 @@ impl RedisStore {
         Error::Store { store: "redis", operation, message: error.to_string() }
     }
 
+    /// Has the group's grants and releases published for the next `duration`, for a tool
+    /// that subscribes to the group's [channels](RedisGroupLayout) to watch it change (the
+    /// `leader watch` command calls it again before the time runs out). Without it a grant
+    /// publishes nothing, and a release only when a refused candidate may be waiting.
+    /// `duration` must be between 1 ms and one day.
+    ///
+    /// ```no_run
+    /// # async fn run(store: leader_core::RedisStore) -> Result<(), leader_core::Error> {
+    /// store.announce_watcher("leader:nightly", std::time::Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn announce_watcher(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        if duration < Duration::from_millis(1) || duration > Duration::from_secs(86_400) {
+            return Err(Error::invalid_option(
+                "duration",
+                duration,
+                "must be between 1ms and 1 day",
+            ));
+        }
+        let keys = GroupKeys::new(key)?;
+        self.call(
+            "watch",
+            key,
+            &WATCH,
+            &[&keys.group()],
+            &[&millis(duration), &self.inner.idle_group_ttl_ms],
+        )
+        .await?;
+        Ok(())
+    }
+
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
     async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        let keys =
-            GroupKeys::new(key).map(|keys| [keys.group(), keys.full()].map(|k| k.to_string()));
+        let keys = GroupKeys::new(key).map(|keys| [keys.group().to_string()]);
         if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
             for key in &keys {
                 let kind: Result<String, _> =
@@ -253,14 +284,14 @@ impl LeaseStore for RedisStore {
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.group(), &keys.full()],
+                &[&keys.group()],
                 &[
                     &TokenArg(request.token),
                     &request.holder,
                     &lease,
                     &request.max_leaders,
                     &keys.grant_channel(),
-                    &self.inner.idle_group_ttl_ms,
+                    &lease.saturating_add(self.inner.idle_group_ttl_ms),
                 ],
                 self.inner.replica_ack,
             )
@@ -299,8 +330,8 @@ impl LeaseStore for RedisStore {
                 "renew",
                 key,
                 &RENEW,
-                &[&keys.group(), &keys.full()],
-                &[&TokenArg(token), &lease, &self.inner.idle_group_ttl_ms],
+                &[&keys.group()],
+                &[&TokenArg(token), &lease, &self.inner.idle_group_ttl_ms, &keys.release_channel()],
             )
             .await?;
         reply::renew(reply)
@@ -320,7 +351,7 @@ impl LeaseStore for RedisStore {
                 "release",
                 key,
                 &RELEASE,
-                &[&keys.group(), &keys.full()],
+                &[&keys.group()],
                 &[&TokenArg(token), &min_lease, &channel],
             )
             .await?;

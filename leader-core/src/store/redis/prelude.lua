@@ -2,7 +2,9 @@
 --
 -- A group K lives in one hash, {K}:group (the braces make it a Cluster hash tag):
 --   token -> "expires_ms:fence:acquired_ms:holder" for each slot,
---   "max" -> max_leaders, "fence" -> the last fence handed out.
+--   "max" -> max_leaders, "fence" -> the last fence handed out,
+--   "waiting" -> "1" while a refused candidate may be waiting for a slot,
+--   "watched" -> until when (server ms) a tool watches the group change.
 -- Each slot expires by its own record, so slots with different leases never lose one
 -- another. The hash expires `idle` ms after the longest live slot: a grant sets its expiry
 -- from every live record, a renewal only ever extends it, so it never expires while a slot
@@ -10,25 +12,25 @@
 -- fence is the clock in microseconds, above every fence handed out before (fences never run
 -- more than a microsecond ahead of the clock, and `idle` covers a clock that steps back).
 -- A release deletes its record and a grant deletes expired ones, so the hash holds at most
--- max_leaders records besides the two fields.
+-- max_leaders records besides the bookkeeping fields (tokens are 32 hex digits, so no record
+-- is named like one of them).
 --
--- {K}:full, the string FULL_PREFIX .. max_leaders, exists only while the group is known to
--- be full:
--- an acquire refused after reading the records sets it to expire just before the group's
--- nearest expiry, a release deletes it, and a renewal or release that moves a slot's
--- expiry earlier moves the marker's expiry with it. While it lives, every slot the group
--- had when it was set is still live, so the attempts that follow are refused on it alone,
--- without the clock or the records. It only ever refuses: a grant always reads the records.
--- Only this store writes that value, so anything else at {K}:full is another's key: an
--- acquire reports it (WRONGTYPE) and nothing ever changes or deletes it.
+-- Notices cost the server only when someone listens. A candidate waits only after a
+-- refusal, and a refusal sets "waiting"; so a release publishes on the release channel only
+-- when "waiting" is set (or the group is watched), and clears it. A grant clears it too: a
+-- grant needs a slot freed since the refusal, by a release (which published) or by an
+-- expiry (no earlier than the waiter's own timer, set to the nearest expiry it was told).
+-- A grant publishes on the grant channel only while the group is watched.
 --
 -- Times are server ms. Numbers passed back to Redis go through string.format('%d'): Lua's
 -- own conversion keeps 14 digits.
 
--- The server clock: TIME's reply (seconds, microseconds) and now in ms.
+-- The server clock: now in ms, and in µs (for fences). Each tonumber of a string costs the
+-- server two parses, so the hot paths convert as few strings as they can.
 local function server_time()
   local time = redis.call('TIME')
-  return time, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local seconds, micros = tonumber(time[1]), tonumber(time[2])
+  return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
 end
 
 -- A slot record's expiry (and where it ends), found without a pattern: a grant reads every
@@ -62,21 +64,9 @@ local function with_expiry(expires, rest)
   return string.format('%d', expires) .. rest
 end
 
-local FULL_PREFIX = 'leader-full:'
-
--- Whether the full marker at `full_key` is this store's (false when there is none, or
--- when another's value of any type is there).
-local function our_marker(full_key)
-  local value = redis.pcall('GET', full_key)
-  return type(value) == 'string' and string.sub(value, 1, #FULL_PREFIX) == FULL_PREFIX
-end
-
--- Keeps the full marker from outliving a slot whose expiry moved earlier, to `expires`.
--- (PEXPIREAT ... LT only ever shortens; another's key is left alone.)
-local function full_until_at_most(full_key, expires)
-  if our_marker(full_key) then
-    redis.call('PEXPIREAT', full_key, string.format('%d', expires - 1), 'LT')
-  end
+-- Whether a "watched" field's value (or false, when there is none) is still ahead of `now`.
+local function watched_at(value, now)
+  return value and (tonumber(value) or 0) > now
 end
 
 -- Keeps the group's keys until `idle` ms after `expires`, a live slot's expiry (GT: only

@@ -28,11 +28,12 @@ macro_rules! lua_script {
 }
 
 /// How many scripts there are.
-pub(crate) const SCRIPT_COUNT: usize = 4;
+pub(crate) const SCRIPT_COUNT: usize = 5;
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0);
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1);
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2);
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3);
+pub(crate) static WATCH: LazyLock<LuaScript> = lua_script!("watch", 4);
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call
@@ -56,22 +57,18 @@ impl<'a> GroupKeys<'a> {
         Ok(GroupKeys { key })
     }
 
-    /// The slots, `max_leaders` and the last fence, in one hash: `{key}:group`.
+    /// The slots, `max_leaders`, the last fence and whether a candidate may be waiting or a
+    /// tool watching, in one hash: `{key}:group`.
     pub(crate) fn group(self) -> Named<'a> {
         Named { before: "{", key: self.key, after: "}:group" }
     }
 
-    /// Marks the group full until just before its nearest expiry: `{key}:full`.
-    pub(crate) fn full(self) -> Named<'a> {
-        Named { before: "{", key: self.key, after: "}:full" }
-    }
-
-    /// The channel a release is published on.
+    /// The channel a release is published on (while a candidate may wait, or a tool watches).
     pub(crate) fn release_channel(self) -> Named<'a> {
         Named { before: RELEASE_CHANNEL_PREFIX, key: self.key, after: "" }
     }
 
-    /// The channel a new grant is published on.
+    /// The channel a new grant is published on (while a tool watches).
     pub(crate) fn grant_channel(self) -> Named<'a> {
         Named { before: GRANT_CHANNEL_PREFIX, key: self.key, after: "" }
     }

@@ -2,14 +2,14 @@
 -- KEYS[1] group
 -- ARGV: none
 -- Reply: {now_ms, max_leaders or 0, fence, acquired_ms, expires_ms, holder, fence, …}
-local _, now = server_time()
+local now = server_time()
 local fields = redis.call('HGETALL', KEYS[1])
 local reply = {now, 0}
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'max' then
     reply[2] = tonumber(value) or 0
-  elseif field ~= 'fence' then
+  elseif field ~= 'fence' and field ~= 'waiting' and field ~= 'watched' then
     local expires = record_expiry(value)
     if expires and expires > now then
       local _, fence, acquired, holder = parse_slot(value)
