@@ -155,14 +155,18 @@ async fn a_group_is_one_hash_that_keeps_only_live_records() {
     assert!(group_ttl > 10_000, "the group outlives its longest slot: {group_ttl} ms");
     let refused = store.acquire(request(key, 2, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
-    assert_eq!(keys(&server), ["{leader:tidy}:group"], "a refusal adds no key");
+    assert_eq!(keys(&server), ["{leader:tidy}:full", "{leader:tidy}:group"], "refused: marked");
+    // -2 once it expired (a busy machine can take 50 ms to get here): also before the expiry.
+    let marked: i64 = server.cli(&["PTTL", "{leader:tidy}:full"]).parse().unwrap();
+    assert!(marked < 50, "the marker ends before the nearest expiry: {marked} ms");
     let waiting = || server.cli(&["HEXISTS", "{leader:tidy}:group", "waiting"]);
-    assert_eq!(waiting(), "1", "a refusal marks the group: a candidate may wait");
+    assert_eq!(waiting(), "1", "a refusal marks the group as waited on");
     assert_eq!(
         store.release(key, released, Duration::ZERO).await.unwrap(),
         ReleaseOutcome::Released
     );
-    assert_eq!(waiting(), "0", "the release that woke it clears the mark");
+    assert_eq!(keys(&server), ["{leader:tidy}:group"], "a group that is not full is one key");
+    assert_eq!(waiting(), "0", "the release that woke the candidate clears the mark");
     sleep(Duration::from_millis(100)).await; // the crashed holder's slot expires, unreleased
     assert_eq!(slot_records(&server, key), 1, "the expired record waits for the next grant");
     let next = token();
@@ -199,9 +203,9 @@ fn granted_fence(outcome: AcquireOutcome) -> u64 {
 }
 
 #[tokio::test]
-async fn a_refusal_reads_the_clock_and_the_group_once_and_writes_nothing_more() {
+async fn a_full_group_refuses_without_the_clock_or_the_records() {
     let (store, server) = standalone().await;
-    let key = "leader:refusing";
+    let key = "leader:marked";
     let (first, second) = (token(), token());
     granted_fence(store.acquire(request(key, 2, first)).await.unwrap());
     let fence = granted_fence(store.acquire(request(key, 2, second)).await.unwrap());
@@ -212,16 +216,89 @@ async fn a_refusal_reads_the_clock_and_the_group_once_and_writes_nothing_more() 
     let outcome = store.acquire(request(key, 2, token())).await.unwrap();
     let AcquireOutcome::Full { nearest_expiry } = outcome else { panic!("{outcome:?}") };
     assert!(nearest_expiry > Duration::from_secs(9), "{nearest_expiry:?}");
-    assert_eq!(commands_inside_scripts(&server), counts([("time", 1), ("hgetall", 1)]));
+    let ran = all_commands(&server);
+    let marker_reads = (ran.get("get"), ran.get("pttl"), ran.get("hget"));
+    assert_eq!(marker_reads, (Some(&1), Some(&1), Some(&1)), "{ran:?}");
+    assert!(!ran.contains_key("time") && !ran.contains_key("hgetall"), "{ran:?}");
 
-    // A refusal never hides a holder's own slot or another N.
+    // The marker never hides a holder's own slot or another N.
     assert_eq!(granted_fence(store.acquire(request(key, 2, second)).await.unwrap()), fence);
     let err = store.acquire(request(key, 3, token())).await.unwrap_err();
     assert!(matches!(err, Error::MaxLeadersMismatch { requested: 3, existing: 2, .. }), "{err:?}");
 
-    // A release frees a slot at once.
+    // A release ends it at once.
     assert_eq!(store.release(key, first, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     granted_fence(store.acquire(request(key, 2, token())).await.unwrap());
+}
+
+/// Takes the only slot of group `key` (N=1) under `held`, then has another token refused,
+/// which marks the group full.
+async fn hold_and_mark_full(store: &RedisStore, key: &str, held: LeaseToken) {
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    let refused = store.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+}
+
+#[tokio::test]
+async fn the_full_marker_never_outlives_a_slot_that_ends_sooner() {
+    let (store, server) = standalone().await;
+    let marker_ms =
+        |key: &str| -> i64 { server.cli(&["PTTL", &format!("{{{key}}}:full")]).parse().unwrap() };
+    let soon = Duration::from_millis(200);
+
+    // A renewal with a shorter lease than the slot had left.
+    let (key, held) = ("leader:renewed-shorter", token());
+    hold_and_mark_full(&store, key, held).await;
+    assert!(marker_ms(key) > 9_000);
+    assert!(matches!(store.renew(key, held, soon).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
+    sleep(soon + Duration::from_millis(20)).await;
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+
+    // A release kept until the minimum lease ends.
+    let (key, held) = ("leader:kept", token());
+    hold_and_mark_full(&store, key, held).await;
+    assert!(marker_ms(key) > 9_000);
+    assert!(matches!(store.release(key, held, soon).await.unwrap(), ReleaseOutcome::Kept { .. }));
+    assert!((0..200).contains(&marker_ms(key)), "{}", marker_ms(key));
+    sleep(soon + Duration::from_millis(20)).await;
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_foreign_key_where_the_marker_goes_is_reported_and_left_alone() {
+    let (store, server) = standalone().await;
+    server.cli(&["SET", "{leader:squatted}:full", "someone else's"]);
+    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert!(err.to_string().contains("{leader:squatted}:full is a string"), "{err}");
+    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
+    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
+}
+
+#[tokio::test]
+async fn a_foreign_string_with_a_ttl_where_the_marker_goes_is_reported_and_left_alone() {
+    let (store, server) = standalone().await;
+    server.cli(&["SET", "{leader:squatted}:full", "someone else's", "PX", "60000"]);
+    let err = store.acquire(request("leader:squatted", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(server.cli(&["GET", "{leader:squatted}:full"]), "someone else's");
+    let ttl: i64 = server.cli(&["PTTL", "{leader:squatted}:full"]).parse().unwrap();
+    assert!(ttl > 50_000, "its TTL was left alone: {ttl} ms");
+    assert_eq!(server.cli(&["EXISTS", "{leader:squatted}:group"]), "0", "nothing was written");
+}
+
+#[tokio::test]
+async fn renewals_and_releases_never_touch_a_foreign_key_where_the_marker_goes() {
+    let (store, server) = standalone().await;
+    let (key, held) = ("leader:collided", token());
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    server.cli(&["SET", "{leader:collided}:full", "someone else's"]);
+    let shorter = store.renew(key, held, Duration::from_secs(1)).await.unwrap();
+    assert!(matches!(shorter, RenewOutcome::Renewed { .. }), "{shorter:?}");
+    assert_eq!(server.cli(&["PTTL", "{leader:collided}:full"]), "-1", "given no expiry");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(server.cli(&["GET", "{leader:collided}:full"]), "someone else's", "not deleted");
 }
 
 /// The commands scripts ran since the last reset, by name (what clients sent left out).
@@ -251,9 +328,11 @@ async fn a_cycle_nobody_waits_for_or_watches_publishes_nothing() {
             ReleaseOutcome::Released
         );
     }
-    // A grant reads the clock and the group, writes the record and the group's expiry; a
-    // release reads the clock and its record and deletes it. Nothing else, nothing published.
+    // A grant looks for the full marker, reads the clock and the group, writes the record
+    // and the group's expiry; a release reads the clock and its record and deletes it.
+    // Nothing else, nothing published.
     let per_cycle = counts([
+        ("get", 10),
         ("time", 20),
         ("hgetall", 10),
         ("hset", 10),
@@ -347,22 +426,6 @@ async fn a_watcher_gets_grants_and_releases_published_for_as_long_as_it_asked() 
 }
 
 #[tokio::test]
-async fn a_foreign_key_beside_the_group_is_never_read_or_written() {
-    let (store, server) = standalone().await;
-    let key = "leader:neighbour";
-    server.cli(&["SET", "{leader:neighbour}:full", "someone else's"]);
-    let held = token();
-    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
-    let refused = store.acquire(request(key, 1, token())).await.unwrap();
-    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
-    let shorter = store.renew(key, held, SECOND).await.unwrap();
-    assert!(matches!(shorter, RenewOutcome::Renewed { .. }), "{shorter:?}");
-    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(server.cli(&["GET", "{leader:neighbour}:full"]), "someone else's");
-    assert_eq!(server.cli(&["PTTL", "{leader:neighbour}:full"]), "-1", "given no expiry");
-}
-
-#[tokio::test]
 async fn every_key_carries_a_ttl_and_an_idle_group_disappears() {
     let server = RedisServer::start();
     let idle = Duration::from_millis(400);
@@ -370,7 +433,7 @@ async fn every_key_carries_a_ttl_and_an_idle_group_disappears() {
     let every_key_expires = |step: &str| {
         for key in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
             let ttl: i64 = server.cli(&["PTTL", key]).parse().unwrap();
-            assert!(ttl > 0 || ttl == -2, "after {step}, {key} has no TTL ({ttl})");
+            assert!(ttl >= 0 || ttl == -2, "after {step}, {key} has no TTL ({ttl})");
         }
     };
     let key = "report-tenant-7";
@@ -836,11 +899,12 @@ async fn a_full_group_still_refuses_on_a_server_out_of_memory() {
     granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
     server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
-    // The refusal cannot mark the group; it is a refusal all the same (a waiter wakes at
+    // The refusal can write neither marker; it is a refusal all the same (a waiter wakes at
     // the nearest expiry).
     let refused = store.acquire(request(key, 1, token())).await;
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
     assert!(matches!(refused, Ok(AcquireOutcome::Full { .. })), "{refused:?}");
+    assert_eq!(server.cli(&["EXISTS", "{leader:oom-full}:full"]), "0");
     assert_eq!(server.cli(&["HEXISTS", "{leader:oom-full}:group", "waiting"]), "0");
 }
 
@@ -1002,11 +1066,13 @@ mod key_lifetimes {
                         Op::Watch => store.announce_watcher(key, Duration::from_millis(LEASES[2])).await.unwrap(),
                         Op::Sleep { ms } => sleep(Duration::from_millis(ms)).await,
                     }
+                    // PTTL is 0 in the millisecond a key expires in (it is deleted on the
+                    // next look), -2 once gone, -1 for a key without an expiry.
                     let longest = LEASES[2] + IDLE_MS;
                     for name in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
                         let ttl: i64 = server.cli(&["PTTL", name]).parse().unwrap();
                         assert!(
-                            ttl == -2 || (0 < ttl && ttl as u64 <= longest),
+                            ttl == -2 || (0 <= ttl && ttl as u64 <= longest),
                             "step {step} ({op:?}): {name} has TTL {ttl} ms\nops: {ops:?}"
                         );
                     }

@@ -13,8 +13,21 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// The commands leader's scripts run inside the server.
-const SCRIPT_INTERNAL: &[&str] =
-    &["time", "hgetall", "hmget", "hset", "hdel", "pttl", "pexpire", "pexpireat", "publish"];
+const SCRIPT_INTERNAL: &[&str] = &[
+    "time",
+    "get",
+    "hgetall",
+    "hget",
+    "hmget",
+    "hset",
+    "hdel",
+    "set",
+    "del",
+    "pttl",
+    "pexpire",
+    "pexpireat",
+    "publish",
+];
 
 /// The server binary the tests run: `$LEADER_TEST_REDIS_SERVER`, or `redis-server`.
 pub fn server_program() -> String {

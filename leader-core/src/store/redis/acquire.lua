@@ -1,12 +1,28 @@
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
--- KEYS[1] group
+-- KEYS[1] group, KEYS[2] full marker
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel,
 -- ARGV[6] lease_ms + the idle group TTL in ms
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token)
 --        {0, nearest_expiry_in_ms}                      full
 --        {2, existing_max_leaders}                      live slots granted under another N
--- A key of another type fails with WRONGTYPE at the first read, before anything is changed.
-local group, token = KEYS[1], ARGV[1]
+-- A key holding another type, or another's value where the marker goes, fails with
+-- WRONGTYPE at the first read, before anything is changed.
+local group, full_key, token = KEYS[1], KEYS[2], ARGV[1]
+
+-- A full group, known from its marker: refuse without the clock or the records, unless
+-- this token holds one of the slots (a retry after a lost reply) or asks with another N.
+local marker = redis.call('GET', full_key)
+if marker then
+  if string.sub(marker, 1, #FULL_PREFIX) ~= FULL_PREFIX then
+    return redis.error_reply('WRONGTYPE the full marker key holds a value this store did not write')
+  end
+  local full_for = redis.call('PTTL', full_key)
+  if full_for > 0 and string.sub(marker, #FULL_PREFIX + 1) == ARGV[4]
+      and not redis.call('HGET', group, token) then
+    return {0, full_for}
+  end
+end
+
 local now, clock = server_time()
 local fields = redis.call('HGETALL', group)
 local live, nearest, latest, existing, last = 0, nil, 0, nil, nil
@@ -21,6 +37,10 @@ for i = 1, #fields, 2 do
     waiting = true
   elseif field == 'watched' then
     watched = watched_at(value, now)
+    if watched then
+      -- The watch is kept as a live slot would be.
+      latest = math.max(latest, tonumber(value))
+    end
   else
     local expires = record_expiry(value)
     if expires and expires > now then
@@ -45,10 +65,15 @@ if live > 0 then
     return {2, tonumber(existing)}
   end
   if live >= tonumber(ARGV[4]) then
-    -- The releases that follow publish, for this candidate may wait. A server out of memory
-    -- refuses the write (pcall): the refusal stands, and a waiter wakes at the nearest expiry.
+    -- Mark the group full until just before its nearest expiry, so the attempts that follow
+    -- are refused without the clock or the records, and the releases that follow publish,
+    -- for this candidate may wait. A server out of memory refuses the writes (pcall): the
+    -- refusal stands, and a waiter wakes at the nearest expiry.
     if not waiting then
       redis.pcall('HSET', group, 'waiting', '1')
+    end
+    if nearest - 1 > now then
+      redis.pcall('SET', full_key, FULL_PREFIX .. ARGV[4], 'PXAT', string.format('%d', nearest - 1))
     end
     return {0, nearest - now}
   end

@@ -27,6 +27,8 @@ pub struct RedisGroupLayout {
     /// The hash of the group's slots, its `max_leaders`, its last fence, and the marks of
     /// a candidate that may be waiting and of a tool watching.
     pub group: String,
+    /// The marker that the group is full, until just before its nearest expiry.
+    pub full: String,
     /// Where a grant is published, while a tool watches the group
     /// ([`RedisStore::announce_watcher`]).
     pub grant_channel: String,
@@ -42,6 +44,7 @@ impl RedisStore {
         let keys = GroupKeys::new(key)?;
         Ok(RedisGroupLayout {
             group: keys.group().to_string(),
+            full: keys.full().to_string(),
             grant_channel: keys.grant_channel().to_string(),
             release_channel: keys.release_channel().to_string(),
         })
@@ -124,8 +127,9 @@ impl ScriptCall {
         Ok(ScriptCall {
             source: ACQUIRE.source,
             args: vec![
-                "1".to_owned(),
+                "2".to_owned(),
                 keys.group().to_string(),
+                keys.full().to_string(),
                 token.to_owned(),
                 holder.to_owned(),
                 lease_ms.to_string(),
@@ -142,8 +146,9 @@ impl ScriptCall {
         Ok(ScriptCall {
             source: RELEASE.source,
             args: vec![
-                "1".to_owned(),
+                "2".to_owned(),
                 keys.group().to_string(),
+                keys.full().to_string(),
                 token.to_owned(),
                 min_lease_ms.to_string(),
                 keys.release_channel().to_string(),

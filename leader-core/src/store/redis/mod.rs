@@ -36,7 +36,9 @@ use crate::{Error, LeaseToken};
 ///   each slot expires by its own record, so holders with different leases never lose
 ///   slots to a key expiry, and the hash expires
 ///   [`idle_group_ttl`](RedisStoreBuilder::idle_group_ttl) after its longest live slot, so
-///   an unused group disappears. The group is the only key: nothing else is read or written.
+///   an unused group disappears. While the group is full and a candidate was refused,
+///   `{key}:full` (a value only the store writes) marks it until just before its nearest
+///   expiry, so a failed attempt is refused without reading the clock or the records.
 /// - The server must be Redis 7.0 or later, or Valkey: an older one is refused with
 ///   [`Error::UnsupportedServer`] when a connection is made.
 /// - Fences are `max(last + 1, server time in µs)`: strictly increasing, even after the
@@ -223,7 +225,8 @@ impl RedisStore {
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
     async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        let keys = GroupKeys::new(key).map(|keys| [keys.group().to_string()]);
+        let keys =
+            GroupKeys::new(key).map(|keys| [keys.group(), keys.full()].map(|k| k.to_string()));
         if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
             for key in &keys {
                 let kind: Result<String, _> =
@@ -284,7 +287,7 @@ impl LeaseStore for RedisStore {
                 "acquire",
                 request.key,
                 &ACQUIRE,
-                &[&keys.group()],
+                &[&keys.group(), &keys.full()],
                 &[
                     &TokenArg(request.token),
                     &request.holder,
@@ -330,7 +333,7 @@ impl LeaseStore for RedisStore {
                 "renew",
                 key,
                 &RENEW,
-                &[&keys.group()],
+                &[&keys.group(), &keys.full()],
                 &[&TokenArg(token), &lease, &self.inner.idle_group_ttl_ms, &keys.release_channel()],
             )
             .await?;
@@ -351,7 +354,7 @@ impl LeaseStore for RedisStore {
                 "release",
                 key,
                 &RELEASE,
-                &[&keys.group()],
+                &[&keys.group(), &keys.full()],
                 &[&TokenArg(token), &min_lease, &channel],
             )
             .await?;

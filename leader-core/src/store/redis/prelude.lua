@@ -15,11 +15,22 @@
 -- max_leaders records besides the bookkeeping fields (tokens are 32 hex digits, so no record
 -- is named like one of them).
 --
+-- {K}:full, the string FULL_PREFIX .. max_leaders, exists only while the group is known to
+-- be full: an acquire refused after reading the records sets it to expire just before the
+-- group's nearest expiry, a release deletes it, and a renewal or release that moves a
+-- slot's expiry earlier moves the marker's expiry with it. While it lives, every slot the
+-- group had when it was set is still live, so the attempts that follow are refused on it
+-- alone, without the clock or the records. It only ever refuses: a grant always reads the
+-- records. Only this store writes that value, so anything else at {K}:full is another's
+-- key: an acquire reports it (WRONGTYPE) and nothing ever changes or deletes it.
+--
 -- Notices cost the server only when someone listens. A candidate waits only after a
--- refusal, and a refusal sets "waiting"; so a release publishes on the release channel only
--- when "waiting" is set (or the group is watched), and clears it. A grant clears it too: a
--- grant needs a slot freed since the refusal, by a release (which published) or by an
--- expiry (no earlier than the waiter's own timer, set to the nearest expiry it was told).
+-- refusal, and the refusal that sets the marker sets "waiting" too (so the marker lives
+-- only while "waiting" is set); a release, or a renewal that ends a slot sooner, publishes
+-- on the release channel only while "waiting" is set (or the group is watched), and only
+-- then looks at the marker. A release clears "waiting", and so does a grant: a grant needs
+-- a slot freed since the refusal, by a release (which published) or by an expiry (no
+-- earlier than the refused candidate's own timer, set to the nearest expiry it was told).
 -- A grant publishes on the grant channel only while the group is watched.
 --
 -- Times are server ms. Numbers passed back to Redis go through string.format('%d'): Lua's
@@ -67,6 +78,23 @@ end
 -- Whether a "watched" field's value (or false, when there is none) is still ahead of `now`.
 local function watched_at(value, now)
   return value and (tonumber(value) or 0) > now
+end
+
+local FULL_PREFIX = 'leader-full:'
+
+-- Whether the full marker at `full_key` is this store's (false when there is none, or
+-- when another's value of any type is there).
+local function our_marker(full_key)
+  local value = redis.pcall('GET', full_key)
+  return type(value) == 'string' and string.sub(value, 1, #FULL_PREFIX) == FULL_PREFIX
+end
+
+-- Keeps the full marker from outliving a slot whose expiry moved earlier, to `expires`.
+-- (PEXPIREAT ... LT only ever shortens; another's key is left alone.)
+local function full_until_at_most(full_key, expires)
+  if our_marker(full_key) then
+    redis.call('PEXPIREAT', full_key, string.format('%d', expires - 1), 'LT')
+  end
 end
 
 -- Keeps the group's keys until `idle` ms after `expires`, a live slot's expiry (GT: only

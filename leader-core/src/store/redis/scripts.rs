@@ -63,6 +63,11 @@ impl<'a> GroupKeys<'a> {
         Named { before: "{", key: self.key, after: "}:group" }
     }
 
+    /// Marks the group full until just before its nearest expiry: `{key}:full`.
+    pub(crate) fn full(self) -> Named<'a> {
+        Named { before: "{", key: self.key, after: "}:full" }
+    }
+
     /// The channel a release is published on (while a candidate may wait, or a tool watches).
     pub(crate) fn release_channel(self) -> Named<'a> {
         Named { before: RELEASE_CHANNEL_PREFIX, key: self.key, after: "" }
