@@ -19,6 +19,7 @@ pub struct Floor {
 /// The commands a cycle runs inside the server (a grant, then its release), with no logic:
 /// the least any script of this layout can cost.
 const BARE_CYCLE: &str = "\
+redis.call('GET', KEYS[2])
 redis.call('TIME')
 redis.call('HGETALL', KEYS[1])
 redis.call('HSET', KEYS[1], ARGV[1], '1700000010000:1700000000000001:1700000000000:bench', \
@@ -34,10 +35,11 @@ return redis.call('DEL', KEYS[1]) else return 0 end";
 
 /// Both of the store's scripts in one: each whole script (its prelude too, as every call
 /// runs it) as a function, called with the arguments the store sends, under a fresh token.
-fn cycle_script() -> (String, String) {
+fn cycle_script() -> (String, Vec<String>) {
     let acquire = ScriptCall::acquire("bench:floor", "TOKEN", "bench", 10_000, 1).unwrap();
     let release = ScriptCall::release("bench:floor", "TOKEN", 0).unwrap();
-    let group = acquire.args[1].clone();
+    let keys: usize = acquire.args[0].parse().unwrap();
+    let group_keys = acquire.args[..=keys].to_vec(); // numkeys, then the keys
     let lua_args = |call: &ScriptCall| -> String {
         let keys: usize = call.args[0].parse().unwrap();
         call.args[1 + keys..]
@@ -58,20 +60,31 @@ fn cycle_script() -> (String, String) {
         lua_args(&acquire),
         lua_args(&release)
     );
-    (script, group)
+    (script, group_keys)
 }
 
 pub async fn floor(server: &Server, requests: u64) -> Floor {
     let mut connection = server.connection().await;
-    let (cycle, group) = cycle_script();
+    let (cycle, group_keys) = cycle_script();
+    let with_keys = |sha: &str| -> Vec<String> {
+        let mut args = vec!["EVALSHA".to_owned(), sha.to_owned()];
+        args.extend(group_keys.iter().cloned());
+        args.push("__rand_int__".to_owned());
+        args
+    };
     let ours = load_script(&mut connection, &cycle).await;
     let bare = load_script(&mut connection, BARE_CYCLE).await;
     let unlock = load_script(&mut connection, UNLOCK).await;
     let per_request = |args: &[&str]| 1e6 / server.redis_benchmark(args, 50, 16, requests);
+    let (ours_args, bare_args) = (with_keys(&ours), with_keys(&bare));
+    let (ours_args, bare_args): (Vec<&str>, Vec<&str>) = (
+        ours_args.iter().map(String::as_str).collect(),
+        bare_args.iter().map(String::as_str).collect(),
+    );
     let (mut sum_ours, mut sum_bare, mut sum_mutex) = (0.0, 0.0, 0.0);
     for _ in 0..2 {
-        sum_ours += per_request(&["EVALSHA", &ours, "1", &group, "__rand_int__"]);
-        sum_bare += per_request(&["EVALSHA", &bare, "1", &group, "__rand_int__"]);
+        sum_ours += per_request(&ours_args);
+        sum_bare += per_request(&bare_args);
         // Each SET takes a free lock; each unlock looks at another random one and finds no
         // match, so it skips the DEL: if anything, cheaper than the mutex's real cycle.
         sum_mutex +=

@@ -149,26 +149,24 @@ async fn main() {
 
     say("| workload | leader | rslock 0.10 | distributed-lock-redis 0.2 |".to_owned());
     say("|---|---|---|---|".to_owned());
-    let cell = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.0}", v));
-    for (label, rows) in [("W1 uncontended cycles/s", &w1), ("W2 contended attempts/s", &w2)] {
+    let rows = [
+        ("W1 uncontended cycles/s", &w1, false),
+        ("W2 contended attempts/s", &w2, false),
+        ("Redis CPU µs per W1 cycle", &w1, true),
+        ("Redis CPU µs per W2 attempt", &w2, true),
+    ];
+    for (label, rows, server_cpu) in rows {
+        let cell = |name: &str, n: u32| match mean_of(rows, name, n, server_cpu) {
+            None => "-".to_owned(),
+            Some(v) if server_cpu => format!("{v:.1}"),
+            Some(v) => format!("{v:.0}"),
+        };
         for n in [1, 3] {
             say(format!(
                 "| {label}, N={n} | {} | {} | {} |",
-                cell(mean(rows, "leader", n)),
-                cell(mean(rows, "rslock", n)),
-                cell(mean(rows, "distributed-lock-redis", n))
-            ));
-        }
-    }
-    let cell_us = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1}", v));
-    for (label, rows) in [("Redis CPU µs per W1 cycle", &w1), ("Redis CPU µs per W2 attempt", &w2)]
-    {
-        for n in [1, 3] {
-            say(format!(
-                "| {label}, N={n} | {} | {} | {} |",
-                cell_us(cpu(rows, "leader", n)),
-                cell_us(cpu(rows, "rslock", n)),
-                cell_us(cpu(rows, "distributed-lock-redis", n))
+                cell("leader", n),
+                cell("rslock", n),
+                cell("distributed-lock-redis", n)
             ));
         }
     }
