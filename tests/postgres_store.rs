@@ -222,3 +222,106 @@ async fn a_missing_privilege_is_a_clear_error_naming_it() {
     assert!(!err.is_transient());
     assert!(err.to_string().contains("permission denied for schema public (42501)"), "{err}");
 }
+
+// The electors', Leadership's and the macros' Redis tests, where they apply, on PostgreSQL.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_candidates_on_many_stores_never_exceed_max_leaders() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
+
+    let server = PostgresServer::start();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let elected = Arc::new(AtomicUsize::new(0));
+    let mut candidates = Vec::new();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        let store = PostgresStore::connect(&server.url()).await.unwrap(); // a pool each
+        stores.push(store.clone());
+        for _ in 0..6 {
+            let options =
+                LeaderGroupElectionOptions::new(3).wait_time(2 * SECOND).lease_time(30 * SECOND);
+            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
+            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
+            candidates.push(tokio::spawn(async move {
+                for _ in 0..8 {
+                    let result = elector
+                        .run_if_leader("shared-pool", |_| async {
+                            let now = running.fetch_add(1, SeqCst) + 1;
+                            most.fetch_max(now, SeqCst);
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                            running.fetch_sub(1, SeqCst);
+                        })
+                        .await
+                        .expect("no store error");
+                    if result.is_elected() {
+                        elected.fetch_add(1, SeqCst);
+                    }
+                }
+            }));
+        }
+    }
+    for candidate in candidates {
+        tokio::time::timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
+    }
+    let most = most.load(SeqCst);
+    assert!(most <= 3, "{most} holders at once in a group of 3");
+    assert_eq!(most, 3, "24 candidates never filled the group");
+    assert!(elected.load(SeqCst) > 24, "only {} elections", elected.load(SeqCst));
+    let left = stores[0].state("leader:shared-pool").await.unwrap();
+    assert!(left.slots.is_empty(), "slots left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn auto_extend_and_loss_work_on_postgres() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let options = LeaderElectionOptions::new().lease_time(Duration::from_secs(2)).auto_extend(true);
+    let elector = LeaderElector::new(store.clone(), options).unwrap();
+    let result = elector
+        .run_if_leader("extended", |lease| async move {
+            // Twice the lease: only renewals (every two thirds of it) keep it.
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let survived = !lease.is_lost();
+            store.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
+            tokio::time::timeout(5 * SECOND, lease.lost())
+                .await
+                .expect("loss noticed at the next renewal");
+            (survived, lease.loss_reason())
+        })
+        .await
+        .unwrap();
+    assert_eq!(result.elected(), Some((true, Some(leader::LossReason::Refused))));
+}
+
+struct Workers {
+    store: PostgresStore,
+}
+
+impl Workers {
+    #[leader::leader_group_election(name = "workers", max_leaders = 2, lease_time = "1m", store = self.store.clone())]
+    async fn process(&self, batch: u32) -> (u32, u64) {
+        (batch, leader::Lease::current().expect("inside the body").fence())
+    }
+}
+
+#[tokio::test]
+async fn the_macros_elect_and_skip_on_postgres() {
+    let server = PostgresServer::start();
+    let workers = Workers { store: PostgresStore::connect(&server.url()).await.unwrap() };
+    let (batch, fence) = workers.process(7).await.unwrap().elected().unwrap();
+    assert_eq!(batch, 7);
+    assert!(fence > 0);
+    for _ in 0..2 {
+        let crashed =
+            AcquireRequest { lease_time: 60 * SECOND, ..request("leader:workers", 2, token()) };
+        assert!(matches!(
+            workers.store.acquire(crashed).await.unwrap(),
+            AcquireOutcome::Granted(_)
+        ));
+    }
+    assert_eq!(workers.process(8).await.unwrap(), leader::LeaderRunResult::Skipped);
+}
