@@ -123,6 +123,11 @@ async fn a_read_only_server_and_an_unreachable_one_are_transient_errors() {
     assert!(err.is_transient(), "{err:?}");
     let source = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
     assert!(source.contains("read-only"), "{source}");
+    // A standby's "not held" is no answer either: it may lag behind the primary.
+    let renewed = fresh.renew("leader:standby", token(), 10 * SECOND).await;
+    assert!(renewed.as_ref().is_err_and(Error::is_transient), "{renewed:?}");
+    let released = fresh.release("leader:standby", token(), Duration::ZERO).await;
+    assert!(released.as_ref().is_err_and(Error::is_transient), "{released:?}");
     assert!(fresh.state("leader:standby").await.unwrap().slots.is_empty(), "reads still work");
     drop(store);
 
@@ -221,6 +226,142 @@ async fn a_missing_privilege_is_a_clear_error_naming_it() {
     assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
     assert!(!err.is_transient());
     assert!(err.to_string().contains("permission denied for schema public (42501)"), "{err}");
+}
+
+/// A refused attempt writes nothing, even one that saw a free slot and had to wait for a
+/// grant in flight: under contention the server hands out transaction ids only to grants
+/// and releases (a row lock taken to refuse would cost one each, and WAL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_attempts_under_contention_spend_no_transaction_ids() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    let server = PostgresServer::start();
+    let store = PostgresStore::builder(server.url()).pool_size(16).connect().await.unwrap();
+    store.migrate().await.unwrap();
+    // Each reading spends one id itself.
+    let next_id = || server.psql("SELECT pg_current_xact_id()::text").parse::<u64>().unwrap();
+    let before = next_id();
+    let (granted, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let until = tokio::time::Instant::now() + 2 * SECOND;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (store, granted, refused) = (store.clone(), granted.clone(), refused.clone());
+            tokio::spawn(async move {
+                while tokio::time::Instant::now() < until {
+                    let held = token();
+                    match store.acquire(request("leader:contended", 1, held)).await.unwrap() {
+                        AcquireOutcome::Granted(_) => {
+                            granted.fetch_add(1, Relaxed);
+                            let released = store.release("leader:contended", held, Duration::ZERO);
+                            assert_eq!(released.await.unwrap(), ReleaseOutcome::Released);
+                        }
+                        AcquireOutcome::Full { .. } => {
+                            refused.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let spent = next_id() - before - 1;
+    let (granted, refused) = (granted.load(Relaxed), refused.load(Relaxed));
+    assert!(
+        granted > 10 && refused > granted,
+        "no contention: {granted} grants, {refused} refusals"
+    );
+    // A few ids of slack for the server's own work (an automatic ANALYZE takes one).
+    assert!(
+        spent <= 2 * granted + 5,
+        "{spent} transaction ids for {granted} grants, as many releases and {refused} refusals"
+    );
+}
+
+/// A grant made without the group's advisory lock (as the functions of an earlier version
+/// made them, serialised on the group's row alone) while an acquire is between its look and
+/// its grant: the acquire fails as a transient serialization failure, never a second slot
+/// in a group of one.
+#[tokio::test]
+async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
+    let server = std::sync::Arc::new(PostgresServer::start());
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let first = token();
+    store.acquire(request("leader:mixed", 1, first)).await.unwrap();
+    store.release("leader:mixed", first, Duration::ZERO).await.unwrap();
+    // An old-style grant: the group's row locked and its fence moved, a slot inserted, and
+    // the commit held back for a moment.
+    let old_grant = {
+        let server = server.clone();
+        tokio::task::spawn_blocking(move || {
+            server.psql(
+                "BEGIN; \
+                 UPDATE leader_groups SET last_fence = last_fence + 1 WHERE key = 'leader:mixed'; \
+                 INSERT INTO leader_slots SELECT 'leader:mixed', gen_random_uuid(), 'old', \
+                   last_fence, clock_timestamp(), clock_timestamp() + interval '10 s' \
+                   FROM leader_groups WHERE key = 'leader:mixed'; \
+                 SELECT pg_sleep(1); COMMIT;",
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = store.acquire(request("leader:mixed", 1, token())).await;
+    old_grant.await.unwrap();
+    let err = outcome.expect_err("a second slot in a group of one");
+    assert!(err.is_transient(), "{err:?}");
+    let source = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
+    assert!(source.contains("was granted concurrently"), "{source}");
+    let slots = store.state("leader:mixed").await.unwrap().slots;
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    assert_eq!(slots[0].holder, "old");
+}
+
+/// In sessions that default to REPEATABLE READ (a snapshot older than the advisory lock's
+/// wait), contending acquires still never hold more than max_leaders slots at once: a stale
+/// look ends in a transient serialization failure, never a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeatable_read_sessions_never_exceed_max_leaders() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+    let server = PostgresServer::start();
+    PostgresStore::connect(&server.url()).await.unwrap().migrate().await.unwrap();
+    server.psql("ALTER DATABASE postgres SET default_transaction_isolation = 'repeatable read'");
+    let store = PostgresStore::builder(server.url()).pool_size(8).connect().await.unwrap();
+    let isolation = server.psql("SHOW default_transaction_isolation");
+    assert_eq!(isolation, "repeatable read");
+    let (holding, most, granted) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let until = tokio::time::Instant::now() + 2 * SECOND;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, holding, most, granted) =
+                (store.clone(), holding.clone(), most.clone(), granted.clone());
+            tokio::spawn(async move {
+                while tokio::time::Instant::now() < until {
+                    let held = token();
+                    match store.acquire(request("leader:rr", 2, held)).await {
+                        Ok(AcquireOutcome::Granted(_)) => {
+                            most.fetch_max(holding.fetch_add(1, SeqCst) + 1, SeqCst);
+                            granted.fetch_add(1, SeqCst);
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            holding.fetch_sub(1, SeqCst);
+                            store.release("leader:rr", held, Duration::ZERO).await.unwrap();
+                        }
+                        Ok(AcquireOutcome::Full { .. }) => {}
+                        Err(error) => assert!(error.is_transient(), "{error:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(granted.load(SeqCst) > 10, "{} grants", granted.load(SeqCst));
+    assert_eq!(most.load(SeqCst), 2, "holders at once in a group of 2");
 }
 
 // The electors', Leadership's and the macros' Redis tests, where they apply, on PostgreSQL.

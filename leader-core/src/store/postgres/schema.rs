@@ -11,7 +11,7 @@ const SCHEMA_SQL: &str = include_str!("schema.sql");
 
 /// The version of [`SCHEMA_SQL`], kept as the comment of the acquire function: a store
 /// finds it there and migrates nothing. Bump it when the schema text changes.
-const SCHEMA_VERSION: &str = "leader-core schema 3";
+const SCHEMA_VERSION: &str = "leader-core schema 4";
 
 /// Every name the store uses, checked to be plain identifiers (so they need no quoting),
 /// and the statements built from them.

@@ -1,11 +1,19 @@
 -- The PostgreSQL store's schema: two tables and four functions, one per operation, so each
 -- operation is one statement (one round trip). `__S__` is the schema and `__P__` the prefix
--- of every name, both quoted identifiers put in by the store.
+-- of every name, both plain identifiers put in by the store.
 --
--- A group is one row of __P__groups (its max_leaders and last fence), locked FOR UPDATE by
--- every write, so at most max_leaders live slots exist under any concurrency. A slot is one
--- row of __P__slots. Time is the server's clock_timestamp(), taken after the lock; every
--- time goes back to the client in microseconds since the Unix epoch.
+-- A group is one row of __P__groups (its max_leaders and last fence) and a slot one row of
+-- __P__slots. Time is the server's clock_timestamp(); every time goes back to the client in
+-- microseconds since the Unix epoch.
+--
+-- Concurrency. Every write to a group is made under the group's transaction-scoped
+-- advisory lock (__P__lock_class(), hashtext(key)), so its writers take turns; readers never
+-- wait. An acquire looks at the group from a snapshot first, and only if a slot looked free
+-- takes the lock and looks again, so a refusal writes nothing (no row lock, no transaction
+-- id, no WAL). A grant moves the group's fence only from the value its look saw: a grant
+-- made in between without the lock (by an earlier version of these functions, which
+-- serialised on the group's row) or unseen by a REPEATABLE READ snapshot makes it a
+-- serialization failure, never a slot too many.
 
 CREATE TABLE IF NOT EXISTS __S__.__P__groups (
   key text PRIMARY KEY,
@@ -31,7 +39,12 @@ DROP FUNCTION IF EXISTS __S__.__P__release(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__state(text);
 
 CREATE OR REPLACE FUNCTION __S__.__P__micros(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+-- (STABLE, as extract on a timestamptz is: so the planner inlines it into each caller.)
+
+-- The first key of every group's advisory lock (its second is hashtext(key)).
+CREATE OR REPLACE FUNCTION __S__.__P__lock_class() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core __S__.__P__groups') $$;
 
 -- acquire: outcome 1 granted (new, or already held by the token), 0 full (nearest expiry),
 -- 2 live slots granted under another max_leaders (existing_max).
@@ -42,58 +55,83 @@ CREATE OR REPLACE FUNCTION __S__.__P__acquire(
 LANGUAGE plpgsql AS $$
 DECLARE
   v_token uuid := p_token::uuid;
-  v_group __S__.__P__groups%ROWTYPE;
-  v_slot __S__.__P__slots%ROWTYPE;
   v_now timestamptz;
   v_live integer;
+  v_expired integer;
   v_nearest timestamptz;
-  v_fence bigint;
-  v_mine boolean;
   v_max integer;
+  v_last bigint;
+  v_fence bigint;
+  v_my_fence bigint;
+  v_my_acquired timestamptz;
+  v_my_expires timestamptz;
 BEGIN
-  -- A full group, seen in a snapshot: refused without a lock or a write, unless this token
-  -- holds one of the slots (a retry after a lost reply) or asks with another N. It only
-  -- ever refuses; a grant always takes the lock below.
-  v_now := clock_timestamp();
-  SELECT count(*), min(s.expires_at), coalesce(bool_or(s.token = v_token), false)
-    INTO v_live, v_nearest, v_mine
-    FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at > v_now;
-  IF v_live >= p_max AND NOT v_mine THEN
-    SELECT g.max_leaders INTO v_max FROM __S__.__P__groups AS g WHERE g.key = p_key;
-    IF v_max = p_max THEN
-      SELECT 0, NULL::bigint, NULL::bigint, __S__.__P__micros(v_nearest), __S__.__P__micros(v_now), NULL::integer INTO outcome, fence, acquired_us, expires_us, now_us, existing_max;
+  -- Look at the group twice: from a snapshot without any lock, then, unless that answered,
+  -- under the group's advisory lock (once its writer in flight, if any, has finished). A
+  -- full group or another max_leaders is answered from either look and writes nothing.
+  FOR v_look IN 1..2 LOOP
+    v_now := clock_timestamp();
+    SELECT count(*) FILTER (WHERE s.expires_at > v_now),
+           min(s.expires_at) FILTER (WHERE s.expires_at > v_now),
+           count(*) FILTER (WHERE s.expires_at <= v_now),
+           max(s.fence) FILTER (WHERE s.token = v_token AND s.expires_at > v_now),
+           max(s.acquired_at) FILTER (WHERE s.token = v_token AND s.expires_at > v_now),
+           max(s.expires_at) FILTER (WHERE s.token = v_token AND s.expires_at > v_now),
+           (SELECT g.max_leaders FROM __S__.__P__groups AS g WHERE g.key = p_key),
+           (SELECT g.last_fence FROM __S__.__P__groups AS g WHERE g.key = p_key)
+      INTO v_live, v_nearest, v_expired, v_my_fence, v_my_acquired, v_my_expires, v_max, v_last
+      FROM __S__.__P__slots AS s WHERE s.key = p_key;
+    -- A slot of this token (a retry after a lost reply) is answered under the lock only.
+    IF v_my_fence IS NULL AND v_live > 0 AND v_max <> p_max THEN
+      outcome := 2;
+      now_us := __S__.__P__micros(v_now);
+      existing_max := v_max;
       RETURN;
     END IF;
-  END IF;
-  INSERT INTO __S__.__P__groups AS g (key, max_leaders, last_fence) VALUES (p_key, p_max, 0)
-    ON CONFLICT (key) DO NOTHING;
-  SELECT * INTO v_group FROM __S__.__P__groups AS g WHERE g.key = p_key FOR UPDATE;
-  v_now := clock_timestamp();
-  DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;
-  SELECT * INTO v_slot FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.token = v_token;
-  IF FOUND THEN
-    SELECT 1, v_slot.fence, __S__.__P__micros(v_slot.acquired_at), __S__.__P__micros(v_slot.expires_at), __S__.__P__micros(v_now), NULL::integer INTO outcome, fence, acquired_us, expires_us, now_us, existing_max;
+    IF v_my_fence IS NULL AND v_live >= p_max THEN
+      outcome := 0;
+      expires_us := __S__.__P__micros(v_nearest);
+      now_us := __S__.__P__micros(v_now);
+      RETURN;
+    END IF;
+    EXIT WHEN v_look = 2;
+    PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
+  END LOOP;
+  IF v_my_fence IS NOT NULL THEN
+    outcome := 1;
+    fence := v_my_fence;
+    acquired_us := __S__.__P__micros(v_my_acquired);
+    expires_us := __S__.__P__micros(v_my_expires);
+    now_us := __S__.__P__micros(v_now);
     RETURN;
   END IF;
-  SELECT count(*), min(s.expires_at) INTO v_live, v_nearest
-    FROM __S__.__P__slots AS s WHERE s.key = p_key;
-  IF v_live > 0 AND v_group.max_leaders <> p_max THEN
-    SELECT 2, NULL::bigint, NULL::bigint, NULL::bigint, __S__.__P__micros(v_now), v_group.max_leaders INTO outcome, fence, acquired_us, expires_us, now_us, existing_max;
-    RETURN;
+  -- A slot is free: grant it. Strictly above every earlier fence, and above the clock in
+  -- microseconds, so fences keep increasing even if the group's row were lost.
+  IF v_expired > 0 THEN
+    DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;
   END IF;
-  IF v_live >= p_max THEN
-    SELECT 0, NULL::bigint, NULL::bigint, __S__.__P__micros(v_nearest), __S__.__P__micros(v_now), NULL::integer INTO outcome, fence, acquired_us, expires_us, now_us, existing_max;
-    RETURN;
+  v_fence := greatest(coalesce(v_last, 0) + 1, __S__.__P__micros(v_now));
+  -- The group's fence moves only if no grant was made since the look (one made without
+  -- this lock, by an earlier version of these functions, changed it).
+  IF v_last IS NULL THEN
+    INSERT INTO __S__.__P__groups AS g (key, max_leaders, last_fence)
+      VALUES (p_key, p_max, v_fence) ON CONFLICT (key) DO NOTHING;
+  ELSE
+    UPDATE __S__.__P__groups AS g SET max_leaders = p_max, last_fence = v_fence
+      WHERE g.key = p_key AND g.last_fence = v_last;
   END IF;
-  -- Strictly above every earlier fence, and above the clock in microseconds, so fences
-  -- keep increasing even if the group's row were lost.
-  v_fence := greatest(v_group.last_fence + 1, __S__.__P__micros(v_now));
-  UPDATE __S__.__P__groups AS g SET max_leaders = p_max, last_fence = v_fence
-    WHERE g.key = p_key;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'group % was granted concurrently by a call without its advisory lock (an earlier version of the store); try again', p_key
+      USING ERRCODE = 'serialization_failure';
+  END IF;
   INSERT INTO __S__.__P__slots (key, token, holder, fence, acquired_at, expires_at)
     VALUES (p_key, v_token, p_holder, v_fence, v_now,
             v_now + p_lease_ms * interval '1 millisecond');
-  SELECT 1, v_fence, __S__.__P__micros(v_now), __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond'), __S__.__P__micros(v_now), NULL::integer INTO outcome, fence, acquired_us, expires_us, now_us, existing_max;
+  outcome := 1;
+  fence := v_fence;
+  acquired_us := __S__.__P__micros(v_now);
+  expires_us := __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond');
+  now_us := acquired_us;
 END $$;
 
 -- renew: outcome 1 renewed (new expiry), 0 not held. Never revives an expired slot.
@@ -106,12 +144,19 @@ DECLARE
   v_old timestamptz;
   v_new timestamptz;
 BEGIN
-  PERFORM 1 FROM __S__.__P__groups AS g WHERE g.key = p_key FOR UPDATE;
+  -- A read-only server (a hot standby) may lag behind the primary: its "not held" would
+  -- be no answer, so it gives none.
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RAISE EXCEPTION 'cannot renew a slot on a read-only server'
+      USING ERRCODE = 'read_only_sql_transaction';
+  END IF;
+  PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
   v_now := clock_timestamp();
   SELECT s.expires_at INTO v_old FROM __S__.__P__slots AS s
     WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now;
   IF NOT FOUND THEN
-    SELECT 0, NULL::bigint, __S__.__P__micros(v_now) INTO outcome, expires_us, now_us;
+    outcome := 0;
+    now_us := __S__.__P__micros(v_now);
     RETURN;
   END IF;
   v_new := v_now + p_lease_ms * interval '1 millisecond';
@@ -119,7 +164,9 @@ BEGIN
   IF v_new < v_old THEN
     PERFORM pg_notify('__C__', p_key);
   END IF;
-  SELECT 1, __S__.__P__micros(v_new), __S__.__P__micros(v_now) INTO outcome, expires_us, now_us;
+  outcome := 1;
+  expires_us := __S__.__P__micros(v_new);
+  now_us := __S__.__P__micros(v_now);
 END $$;
 
 -- release: outcome 1 released, 2 kept until the minimum lease ends (expires_in_us), 0 not
@@ -130,28 +177,37 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_token uuid := p_token::uuid;
   v_now timestamptz;
-  v_slot __S__.__P__slots%ROWTYPE;
   v_keep timestamptz;
 BEGIN
-  PERFORM 1 FROM __S__.__P__groups AS g WHERE g.key = p_key FOR UPDATE;
+  -- A read-only server (a hot standby) may lag behind the primary: its "not held" would
+  -- be no answer, so it gives none.
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RAISE EXCEPTION 'cannot release a slot on a read-only server'
+      USING ERRCODE = 'read_only_sql_transaction';
+  END IF;
+  PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
   v_now := clock_timestamp();
-  SELECT * INTO v_slot FROM __S__.__P__slots AS s
-    WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now;
-  IF NOT FOUND THEN
-    SELECT 0, NULL::bigint INTO outcome, expires_in_us;
-    RETURN;
-  END IF;
-  v_keep := v_slot.acquired_at + p_min_lease_ms * interval '1 millisecond';
-  IF v_keep > v_now THEN
-    v_keep := least(v_keep, v_slot.expires_at);
-    UPDATE __S__.__P__slots AS s SET expires_at = v_keep WHERE s.key = p_key AND s.token = v_token;
+  -- Past its minimum lease (the usual case): deleted at once.
+  DELETE FROM __S__.__P__slots AS s
+    WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now
+      AND s.acquired_at + p_min_lease_ms * interval '1 millisecond' <= v_now;
+  IF FOUND THEN
     PERFORM pg_notify('__C__', p_key);
-    SELECT 2, __S__.__P__micros(v_keep) - __S__.__P__micros(v_now) INTO outcome, expires_in_us;
+    outcome := 1;
     RETURN;
   END IF;
-  DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.token = v_token;
+  -- Held but within its minimum lease: kept until that ends (never extended).
+  UPDATE __S__.__P__slots AS s
+    SET expires_at = least(s.acquired_at + p_min_lease_ms * interval '1 millisecond', s.expires_at)
+    WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now
+    RETURNING s.expires_at INTO v_keep;
+  IF NOT FOUND THEN
+    outcome := 0;
+    RETURN;
+  END IF;
   PERFORM pg_notify('__C__', p_key);
-  SELECT 1, NULL::bigint INTO outcome, expires_in_us;
+  outcome := 2;
+  expires_in_us := __S__.__P__micros(v_keep) - __S__.__P__micros(v_now);
 END $$;
 
 -- state: the live slots (none: no rows), read without locking or writing, so it also
