@@ -1,14 +1,16 @@
 //! PostgreSQL: `PostgresStore` beside what a PostgreSQL user writes instead, session-level
 //! advisory locks (`pg_try_advisory_lock` / `pg_advisory_unlock`, `pg_advisory_lock` to
-//! wait), on one private server, through the same client crate (tokio-postgres), with the
-//! same tasks, A B A B. The server runs `pg_stat_statements`, so the statements each
-//! operation sends, and the server time they take, come from the server.
+//! wait), and beside the least a durable lease in a table costs, one row per lock taken
+//! with one `UPDATE … WHERE expires_at <= now` (no fence, no groups, no waiting): on one
+//! private server, through the same client crate (tokio-postgres), with the same tasks,
+//! A B C A B C. The server runs `pg_stat_statements`, so the statements each operation
+//! sends, and the server time they take, come from the server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use leader::store::deadpool_postgres::tokio_postgres::{self, Client, NoTls};
+use leader::store::deadpool_postgres::tokio_postgres::{self, Client, NoTls, Statement};
 use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, PostgresStore};
 use leader_testkit::postgres_server::PostgresServer;
@@ -24,6 +26,7 @@ const LEASE: Duration = Duration::from_secs(10);
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Contender {
     Store,
+    LeaseRow,
     AdvisoryLock,
 }
 
@@ -31,6 +34,7 @@ impl Contender {
     fn name(self) -> &'static str {
         match self {
             Contender::Store => "PostgresStore",
+            Contender::LeaseRow => "lease row",
             Contender::AdvisoryLock => "advisory lock",
         }
     }
@@ -40,6 +44,7 @@ impl Contender {
 /// (an advisory lock lives in its session).
 enum Worker {
     Store { store: PostgresStore, key: String },
+    LeaseRow { client: Client, key: String, take: Statement, give_back: Statement },
     AdvisoryLock { client: Client, lock: i64 },
 }
 
@@ -63,6 +68,14 @@ impl Worker {
                     }
                     AcquireOutcome::Full { .. } => false,
                 }
+            }
+            Worker::LeaseRow { client, key, take, give_back } => {
+                let holder = LeaseToken::generate().unwrap().to_string();
+                let won = client.execute(take, &[key, &holder]).await.expect("take") == 1;
+                if won {
+                    client.execute(give_back, &[key, &holder]).await.expect("give back");
+                }
+                won
             }
             Worker::AdvisoryLock { client, lock } => {
                 let row = client
@@ -97,6 +110,32 @@ async fn worker(
 ) -> Worker {
     match contender {
         Contender::Store => Worker::Store { store: store.clone(), key: group.to_owned() },
+        Contender::LeaseRow => {
+            let client = connect(url).await;
+            client
+                .execute(
+                    "INSERT INTO bench_leases VALUES ($1, '', '-infinity') ON CONFLICT DO NOTHING",
+                    &[&group],
+                )
+                .await
+                .expect("lease row");
+            let take = client
+                .prepare(
+                    "UPDATE bench_leases SET holder = $2, \
+                     expires_at = clock_timestamp() + interval '10 s' \
+                     WHERE key = $1 AND expires_at <= clock_timestamp()",
+                )
+                .await
+                .expect("prepare");
+            let give_back = client
+                .prepare(
+                    "UPDATE bench_leases SET expires_at = clock_timestamp() \
+                     WHERE key = $1 AND holder = $2",
+                )
+                .await
+                .expect("prepare");
+            Worker::LeaseRow { client, key: group.to_owned(), take, give_back }
+        }
         Contender::AdvisoryLock => Worker::AdvisoryLock { client: connect(url).await, lock },
     }
 }
@@ -146,13 +185,16 @@ async fn workload(
 }
 
 /// W3: a holder releases; a waiter, already waiting, takes the slot. From the release call
-/// to the waiter's grant.
+/// to the waiter's grant. None for the lease row, which has no way to wait but polling.
 async fn hand_over(
     contender: Contender,
     store: &PostgresStore,
     url: &str,
     samples: usize,
-) -> Vec<Duration> {
+) -> Option<Vec<Duration>> {
+    if contender == Contender::LeaseRow {
+        return None;
+    }
     let mut latencies = Vec::with_capacity(samples);
     for sample in 0..samples {
         let latency = match contender {
@@ -190,6 +232,7 @@ async fn hand_over(
                 store.release(&key, held, Duration::ZERO).await.unwrap();
                 waiting.await.unwrap().expect("the waiter got the slot") - released
             }
+            Contender::LeaseRow => unreachable!("no waiting"),
             Contender::AdvisoryLock => {
                 let lock = 3_000_000 + sample as i64;
                 let (holder, waiter) = (connect(url).await, connect(url).await);
@@ -206,13 +249,15 @@ async fn hand_over(
         };
         latencies.push(latency);
     }
-    latencies
+    Some(latencies)
 }
 
 /// Client statements per operation and the server's time per statement, from
-/// `pg_stat_statements` (the store's own set-up statements left out).
-async fn statements(store: &PostgresStore, admin: &Client) -> Vec<(String, f64, f64)> {
+/// `pg_stat_statements` (the store's own set-up statements left out), on one warm
+/// connection, one operation at a time.
+async fn statements(url: &str, admin: &Client) -> Vec<(String, f64, f64)> {
     const OPS: u64 = 200;
+    let store = PostgresStore::builder(url).pool_size(1).connect().await.expect("store");
     let key = "bench:pg-round-trips";
     let warm = LeaseToken::generate().unwrap();
     let request =
@@ -252,13 +297,20 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
     let admin = connect(&url).await;
     admin.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.unwrap();
     let store = PostgresStore::builder(&url).pool_size(TASKS).connect().await.expect("store");
+    admin
+        .batch_execute(
+            "CREATE TABLE bench_leases (key text PRIMARY KEY, holder text NOT NULL, \
+             expires_at timestamptz NOT NULL)",
+        )
+        .await
+        .unwrap();
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 20 } else { 100 };
 
     let mut figures = serde_json::Map::new();
-    let contenders = [Contender::Store, Contender::AdvisoryLock];
-    let mut w1 = [Vec::new(), Vec::new()];
-    let mut w2 = [Vec::new(), Vec::new()];
+    let contenders = [Contender::Store, Contender::LeaseRow, Contender::AdvisoryLock];
+    let mut w1 = [Vec::new(), Vec::new(), Vec::new()];
+    let mut w2 = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..2 {
         for (i, contender) in contenders.iter().enumerate() {
             let run = format!("{round}-{i}");
@@ -266,17 +318,23 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
             w2[i].push(workload(*contender, &store, &url, &run, true, period).await.0);
         }
     }
-    let mut w3: Vec<Vec<Duration>> = Vec::new();
+    let mut w3: Vec<Option<Vec<Duration>>> = Vec::new();
     for contender in contenders {
         w3.push(hand_over(contender, &store, &url, samples).await);
     }
-    say(format!("PostgreSQL (64 tasks, {TASKS} connections, 10 s lease; two rounds, A B A B):"));
+    say(format!(
+        "PostgreSQL (64 tasks, {TASKS} connections, 10 s lease; two rounds, A B C A B C):"
+    ));
     say(format!(
         "{:<16} {:>14} {:>14} {:>12} {:>12}",
         "", "W1 cycles/s", "W2 attempts/s", "W3 p50 ms", "W3 p99 ms"
     ));
     for (i, contender) in contenders.iter().enumerate() {
-        let (p50, p99) = (percentile(&mut w3[i], 50.0), percentile(&mut w3[i], 99.0));
+        let (p50, p99) = match &mut w3[i] {
+            Some(latencies) => (percentile(latencies, 50.0), percentile(latencies, 99.0)),
+            None => (Duration::ZERO, Duration::ZERO),
+        };
+        let w3_ms = |p: Duration| if w3[i].is_some() { ms(p) } else { "-".to_owned() };
         let rounds = |values: &[f64]| {
             values.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(" / ")
         };
@@ -285,15 +343,15 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
             contender.name(),
             rounds(&w1[i]),
             rounds(&w2[i]),
-            ms(p50),
-            ms(p99)
+            w3_ms(p50),
+            w3_ms(p99)
         ));
         figures.insert(
             contender.name().to_owned(),
             json!({"w1": w1[i], "w2": w2[i], "w3_p50_ms": p50.as_secs_f64() * 1e3, "w3_p99_ms": p99.as_secs_f64() * 1e3}),
         );
     }
-    for (query, per_op, server_us) in statements(&store, &admin).await {
+    for (query, per_op, server_us) in statements(&url, &admin).await {
         let function = query
             .split("FROM ")
             .nth(1)
