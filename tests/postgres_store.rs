@@ -75,6 +75,56 @@ async fn a_committed_grant_survives_a_crash_of_the_server() {
     assert!(after.fence > grant.fence);
 }
 
+/// With a synchronous standby a committed grant also survives a failover: the primary is
+/// SIGKILLed and the standby promoted, and a store on it finds the grant (no second
+/// holder), gives the holder's retry the same grant, and keeps fences increasing. Before
+/// the promotion the standby refuses a full group from its snapshot, and anything that
+/// would write is a transient error.
+#[tokio::test]
+async fn a_grant_survives_a_failover_to_a_synchronous_standby() {
+    let primary = PostgresServer::start_with(&["-c", "synchronous_standby_names=*"]);
+    let standby = PostgresServer::standby_of(&primary);
+    let store = PostgresStore::connect(&primary.url()).await.unwrap();
+    let held = token();
+    let AcquireOutcome::Granted(grant) =
+        store.acquire(request("leader:failover", 1, held)).await.unwrap()
+    else {
+        panic!("free")
+    };
+    let replica_state = "SELECT sync_state FROM pg_stat_replication";
+    assert_eq!(primary.psql(replica_state), "sync", "the standby is synchronous");
+
+    let on_standby = PostgresStore::connect(&standby.url()).await.unwrap();
+    let outcome = on_standby.acquire(request("leader:failover", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+    for err in [
+        on_standby.acquire(request("leader:elsewhere", 1, token())).await.unwrap_err(),
+        on_standby.renew("leader:failover", held, 10 * SECOND).await.unwrap_err(),
+        on_standby.release("leader:failover", held, Duration::ZERO).await.unwrap_err(),
+    ] {
+        assert!(err.is_transient(), "{err:?}");
+    }
+
+    primary.kill();
+    standby.promote();
+    let outcome = on_standby.acquire(request("leader:failover", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "a second holder: {outcome:?}");
+    let AcquireOutcome::Granted(again) =
+        on_standby.acquire(request("leader:failover", 1, held)).await.unwrap()
+    else {
+        panic!("the holder's retry is refused")
+    };
+    assert_eq!((again.fence, again.acquired_at), (grant.fence, grant.acquired_at));
+    let released = on_standby.release("leader:failover", held, Duration::ZERO).await.unwrap();
+    assert_eq!(released, ReleaseOutcome::Released);
+    let AcquireOutcome::Granted(next) =
+        on_standby.acquire(request("leader:failover", 1, token())).await.unwrap()
+    else {
+        panic!("released")
+    };
+    assert!(next.fence > grant.fence, "{} after {}", next.fence, grant.fence);
+}
+
 #[tokio::test]
 async fn a_table_of_another_shape_is_a_clear_error_and_left_alone() {
     let server = PostgresServer::start();

@@ -58,6 +58,56 @@ impl PostgresServer {
         server
     }
 
+    /// A hot standby of `primary`: a base backup (`pg_basebackup -R`) in a new directory,
+    /// started on its own port with the default options, streaming from the primary. The
+    /// primary makes it synchronous with `-c synchronous_standby_names=*` among its options.
+    pub fn standby_of(primary: &PostgresServer) -> Self {
+        let dir = tempfile::Builder::new().prefix("leader-pg-").tempdir().expect("a temp dir");
+        if !primary.run_as.is_empty() {
+            let status =
+                Command::new("chown").arg("-R").arg("postgres:postgres").arg(dir.path()).status();
+            assert!(status.is_ok_and(|s| s.success()), "chown the data directory to postgres");
+        }
+        let standby = PostgresServer {
+            port: free_port(),
+            bin: primary.bin.clone(),
+            dir,
+            run_as: primary.run_as.clone(),
+            // Not the primary's options: promoted, it must not wait for a standby of its own.
+            extra: Vec::new(),
+        };
+        let output = standby.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+                "-D",
+                &standby.data(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        assert!(
+            output.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        standby.start_on_data();
+        standby
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`, waiting until it is done).
+    pub fn promote(&self) {
+        let output = self.run("pg_ctl", &["-D", &self.data(), "-w", "promote"]);
+        assert!(output.status.success(), "promote: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
