@@ -5,74 +5,15 @@
 mod conformance;
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use leader::{LeaderElectionOptions, LeaderElector, RedisStore};
 use support::redis_server::{RedisServer, free_port};
 
-/// A CA and a server certificate for 127.0.0.1, made with `openssl`.
-fn make_certificates(dir: &Path) {
-    let run = |args: &[&str]| {
-        let output = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
-        assert!(
-            output.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=leader-test-ca",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.crt",
-        "-days",
-        "2",
-        "-extfile",
-        "san.cnf",
-    ]);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elects_over_tls_and_verifies_the_certificate() {
     let certificates = tempfile::tempdir().unwrap();
-    make_certificates(certificates.path());
+    support::certificates::make(certificates.path());
     let file = |name: &str| certificates.path().join(name).display().to_string();
     let tls_port = free_port();
     let (tls_port_text, cert, key, ca) =

@@ -4,7 +4,9 @@
 #![allow(dead_code)] // each test file uses part of it
 
 #[allow(unused_imports)] // each test file uses part of it
-pub use leader_testkit::{postgres_server, proxy, redis_cluster, redis_sentinel, redis_server};
+pub use leader_testkit::{
+    certificates, postgres_server, proxy, redis_cluster, redis_sentinel, redis_server,
+};
 
 use std::io;
 use std::sync::Arc;

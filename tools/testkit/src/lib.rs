@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod certificates;
 pub mod postgres_server;
 pub mod proxy;
 pub mod redis_cluster;

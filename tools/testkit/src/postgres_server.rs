@@ -58,6 +58,23 @@ impl PostgresServer {
         server
     }
 
+    /// [`start`](Self::start) with TLS on (`ssl=on`), serving `server.crt` and `server.key`
+    /// from `certificates` (as [`certificates::make`](crate::certificates::make) writes
+    /// them; the directory is given to the server's user).
+    pub fn start_with_tls(certificates: &Path) -> Self {
+        if is_root() {
+            let status =
+                Command::new("chown").arg("-R").arg("postgres:postgres").arg(certificates).status();
+            assert!(status.is_ok_and(|s| s.success()), "chown the certificates to postgres");
+        }
+        let file = |name: &str| certificates.join(name).display().to_string();
+        let (cert, key) = (
+            format!("ssl_cert_file={}", file("server.crt")),
+            format!("ssl_key_file={}", file("server.key")),
+        );
+        Self::start_with(&["-c", "ssl=on", "-c", &cert, "-c", &key])
+    }
+
     /// A hot standby of `primary`: a base backup (`pg_basebackup -R`) in a new directory,
     /// started on its own port with the default options, streaming from the primary. The
     /// primary makes it synchronous with `-c synchronous_standby_names=*` among its options.

@@ -5,12 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::tokio_postgres::{self, NoTls};
+use deadpool_postgres::tokio_postgres;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::OnceCell;
 
 use super::notify::NotifyHub;
 use super::schema::Names;
+use super::tls;
 use super::{Inner, PostgresStore};
 use crate::Error;
 use crate::store::url::redact;
@@ -50,6 +51,8 @@ pub struct PostgresStoreBuilder {
     schema: String,
     table_prefix: String,
     pool_size: usize,
+    /// PEM root certificates trusted beside the system's (feature `postgres-tls`).
+    tls_roots: Vec<Vec<u8>>,
 }
 
 enum Target {
@@ -65,8 +68,9 @@ impl PostgresStore {
     }
 
     /// A builder for the server at `url`: `postgres://user[:password]@host[:port]/database`
-    /// (or the `key=value` form). TLS is not supported yet: use a private network or a
-    /// local socket (`host=/var/run/postgresql`).
+    /// (or the `key=value` form). TLS (feature `postgres-tls`) follows the URL's `sslmode`
+    /// (`?sslmode=require`); without the feature, connections are in plain text and
+    /// `sslmode=require` is refused by `build`.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
         PostgresStoreBuilder::new(Target::Url(url.into()))
     }
@@ -86,6 +90,7 @@ impl PostgresStoreBuilder {
             schema: "public".to_owned(),
             table_prefix: "leader_".to_owned(),
             pool_size: 4,
+            tls_roots: Vec::new(),
         }
     }
 
@@ -118,6 +123,27 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// Trusts the certificate authorities in `pem` (one or more `-----BEGIN CERTIFICATE-----`
+    /// blocks) beside the system's roots, for a server whose certificate a private CA
+    /// signed. Feature `postgres-tls`; TLS is used as the URL's `sslmode` says (`prefer`,
+    /// the default, whenever the server offers it; `require`; `disable`), and the server's
+    /// certificate is always verified, its name included.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leader_core::Error> {
+    /// let ca = std::fs::read("/etc/ssl/private-ca.pem").expect("the CA");
+    /// let store = leader_core::PostgresStore::builder("postgres://app@db.internal/app?sslmode=require")
+    ///     .tls_root_certificates(ca)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "postgres-tls")]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_roots.push(pem.into());
+        self
+    }
+
     /// Checks every setting and makes the store, without connecting: the first operation
     /// connects and creates or checks the schema.
     pub fn build(self) -> Result<PostgresStore, Error> {
@@ -126,7 +152,7 @@ impl PostgresStoreBuilder {
             return Err(Error::invalid_option("pool_size", 0, "must be at least 1"));
         }
         let names = Names::new(&self.schema, &self.table_prefix)?;
-        let (pool, config, description) = match self.target {
+        let (pool, config, connector, description) = match self.target {
             Target::Url(url) => {
                 let config: tokio_postgres::Config = url.parse().map_err(|error| {
                     Error::invalid_option(
@@ -137,9 +163,11 @@ impl PostgresStoreBuilder {
                         ),
                     )
                 })?;
+                let connector = tls::connector(&config, &redact(&url), &self.tls_roots)?;
+                #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
                 let manager = Manager::from_config(
                     config.clone(),
-                    NoTls,
+                    connector.clone(),
                     ManagerConfig { recycling_method: RecyclingMethod::Fast },
                 );
                 let pool =
@@ -147,14 +175,15 @@ impl PostgresStoreBuilder {
                         Error::invalid_option("url", redact(&url), error.to_string())
                     })?;
                 let description = format!("postgres {}", describe_config(&config));
-                (pool, config, description)
+                (pool, config, connector, description)
             }
             Target::Pool(pool, config) => {
                 let description = format!("postgres pool ({})", describe_config(&config));
-                (pool, *config, description)
+                let connector = tls::connector(&config, &description, &self.tls_roots)?;
+                (pool, *config, connector, description)
             }
         };
-        let releases = NotifyHub::new(config, names.channel.clone());
+        let releases = NotifyHub::new(config, connector, names.channel.clone());
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
@@ -201,6 +230,7 @@ impl fmt::Debug for PostgresStoreBuilder {
             .field("schema", &self.schema)
             .field("table_prefix", &self.table_prefix)
             .field("command_timeout", &self.command_timeout)
+            .field("tls_root_certificates", &self.tls_roots.len())
             .finish()
     }
 }
@@ -208,6 +238,15 @@ impl fmt::Debug for PostgresStoreBuilder {
 #[cfg(test)]
 mod tests {
     use super::redact;
+
+    #[cfg(not(feature = "postgres-tls"))]
+    #[test]
+    fn requiring_tls_without_the_feature_is_refused_at_build() {
+        let err = crate::PostgresStore::builder("postgres://app@db/x?sslmode=require")
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("needs the `postgres-tls` feature"), "{err}");
+    }
 
     #[test]
     fn passwords_never_show() {

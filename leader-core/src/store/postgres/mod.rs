@@ -3,6 +3,7 @@
 mod builder;
 mod notify;
 mod schema;
+mod tls;
 
 pub use self::builder::{DEFAULT_POSTGRES_COMMAND_TIMEOUT, PostgresStoreBuilder};
 

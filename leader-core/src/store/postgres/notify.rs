@@ -4,11 +4,12 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use deadpool_postgres::tokio_postgres::{self, AsyncMessage, Client, NoTls};
+use deadpool_postgres::tokio_postgres::{self, AsyncMessage, Client};
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
+use super::tls::Connector;
 use crate::store::ReleaseWatch;
 use crate::store::watch::Watchers;
 
@@ -23,6 +24,7 @@ pub(crate) struct NotifyHub {
 
 struct HubInner {
     config: tokio_postgres::Config,
+    connector: Connector,
     channel: String,
     waiters: Arc<Watchers>,
     running: OnceCell<()>,
@@ -30,10 +32,15 @@ struct HubInner {
 }
 
 impl NotifyHub {
-    pub(crate) fn new(config: tokio_postgres::Config, channel: String) -> Self {
+    pub(crate) fn new(
+        config: tokio_postgres::Config,
+        connector: Connector,
+        channel: String,
+    ) -> Self {
         NotifyHub {
             inner: Arc::new(HubInner {
                 config,
+                connector,
                 channel,
                 waiters: Arc::default(),
                 running: OnceCell::new(),
@@ -78,7 +85,8 @@ struct Listening {
 /// Connects, starts driving the connection (delivering notifications to the hub), and
 /// sends `LISTEN`.
 async fn listen(hub: &Arc<HubInner>) -> Result<Listening, tokio_postgres::Error> {
-    let (client, mut connection) = hub.config.connect(NoTls).await?;
+    #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
+    let (client, mut connection) = hub.config.connect(hub.connector.clone()).await?;
     let weak = Arc::downgrade(hub);
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
