@@ -2,8 +2,6 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use leader::{
@@ -11,7 +9,7 @@ use leader::{
     LeaderRunResult, Lease, LeaseStore, LeaseToken, LossReason, MemoryStore, store::AcquireRequest,
 };
 use support::{FaultyStore, eventually};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, sleep};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -40,38 +38,17 @@ async fn crashed_holder(store: &dyn LeaseStore, key: &str, max_leaders: u32, lea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_more_than_max_leaders_run_at_once() {
     let store = MemoryStore::new();
-    let running = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let elected = Arc::new(AtomicUsize::new(0));
-    let mut candidates = Vec::new();
-    for _ in 0..32 {
-        let elector = group(
-            store.clone(),
-            LeaderGroupElectionOptions::new(3).wait_time(SECOND).lease_time(10 * SECOND),
-        );
-        let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
-        candidates.push(tokio::spawn(async move {
-            for _ in 0..20 {
-                let result = elector
-                    .run_if_leader("bounded-pool", |_lease| async {
-                        let now = running.fetch_add(1, SeqCst) + 1;
-                        most.fetch_max(now, SeqCst);
-                        tokio::task::yield_now().await;
-                        sleep(Duration::from_micros(200)).await;
-                        running.fetch_sub(1, SeqCst);
-                    })
-                    .await
-                    .expect("no store error");
-                if result.is_elected() {
-                    elected.fetch_add(1, SeqCst);
-                }
-            }
-        }));
-    }
-    for candidate in candidates {
-        timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
-    }
-    let (most, elected) = (most.load(SeqCst), elected.load(SeqCst));
+    let hold = Duration::from_micros(200);
+    let seen = support::contend_for_a_group_of_three(
+        std::slice::from_ref(&store),
+        32,
+        20,
+        "bounded-pool",
+        SECOND,
+        hold,
+    )
+    .await;
+    let (most, elected) = (seen.most_at_once, seen.elected);
     assert!(most <= 3, "{most} bodies ran at once in a group of 3");
     assert_eq!(most, 3, "32 candidates never filled the group");
     assert!(elected > 20, "only {elected} of 640 attempts elected");

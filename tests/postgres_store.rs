@@ -418,50 +418,18 @@ async fn repeatable_read_sessions_never_exceed_max_leaders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_candidates_on_many_stores_never_exceed_max_leaders() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-
-    use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
-
     let server = PostgresServer::start();
-    let running = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let elected = Arc::new(AtomicUsize::new(0));
-    let mut candidates = Vec::new();
     let mut stores = Vec::new();
     for _ in 0..4 {
-        let store = PostgresStore::connect(&server.url()).await.unwrap(); // a pool each
-        stores.push(store.clone());
-        for _ in 0..6 {
-            let options =
-                LeaderGroupElectionOptions::new(3).wait_time(2 * SECOND).lease_time(30 * SECOND);
-            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
-            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
-            candidates.push(tokio::spawn(async move {
-                for _ in 0..8 {
-                    let result = elector
-                        .run_if_leader("shared-pool", |_| async {
-                            let now = running.fetch_add(1, SeqCst) + 1;
-                            most.fetch_max(now, SeqCst);
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                            running.fetch_sub(1, SeqCst);
-                        })
-                        .await
-                        .expect("no store error");
-                    if result.is_elected() {
-                        elected.fetch_add(1, SeqCst);
-                    }
-                }
-            }));
-        }
+        stores.push(PostgresStore::connect(&server.url()).await.unwrap()); // a pool each
     }
-    for candidate in candidates {
-        tokio::time::timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
-    }
-    let most = most.load(SeqCst);
+    let hold = Duration::from_millis(2);
+    let seen =
+        support::contend_for_a_group_of_three(&stores, 6, 8, "shared-pool", 2 * SECOND, hold).await;
+    let most = seen.most_at_once;
     assert!(most <= 3, "{most} holders at once in a group of 3");
     assert_eq!(most, 3, "24 candidates never filled the group");
-    assert!(elected.load(SeqCst) > 24, "only {} elections", elected.load(SeqCst));
+    assert!(seen.elected > 24, "only {} elections", seen.elected);
     let left = stores[0].state("leader:shared-pool").await.unwrap();
     assert!(left.slots.is_empty(), "slots left behind: {left:?}");
 }

@@ -19,15 +19,10 @@ conformance_suite!(
 );
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome, RenewOutcome};
-use leader::{
-    Error, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions, LeaderGroupElector,
-    LeaseStore, LeaseToken, LossReason,
-};
+use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, LossReason};
 use support::proxy::Proxy;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -626,42 +621,18 @@ async fn an_elector_releases_a_slot_whose_grant_reply_was_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_candidates_on_many_connections_never_exceed_max_leaders() {
     let server = RedisServer::start();
-    let running = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let elected = Arc::new(AtomicUsize::new(0));
-    let mut candidates = Vec::new();
+    let mut stores = Vec::new();
     for _ in 0..6 {
-        let store = RedisStore::connect(&server.url()).await.unwrap(); // a connection each
-        for _ in 0..6 {
-            let options =
-                LeaderGroupElectionOptions::new(3).wait_time(2 * SECOND).lease_time(30 * SECOND);
-            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
-            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
-            candidates.push(tokio::spawn(async move {
-                for _ in 0..10 {
-                    let result = elector
-                        .run_if_leader("shared-pool", |_| async {
-                            let now = running.fetch_add(1, SeqCst) + 1;
-                            most.fetch_max(now, SeqCst);
-                            sleep(Duration::from_millis(2)).await;
-                            running.fetch_sub(1, SeqCst);
-                        })
-                        .await
-                        .expect("no store error");
-                    if result.is_elected() {
-                        elected.fetch_add(1, SeqCst);
-                    }
-                }
-            }));
-        }
+        stores.push(RedisStore::connect(&server.url()).await.unwrap()); // a connection each
     }
-    for candidate in candidates {
-        timeout(60 * SECOND, candidate).await.expect("candidates finish").unwrap();
-    }
-    let most = most.load(SeqCst);
+    let hold = Duration::from_millis(2);
+    let seen =
+        support::contend_for_a_group_of_three(&stores, 6, 10, "shared-pool", 2 * SECOND, hold)
+            .await;
+    let most = seen.most_at_once;
     assert!(most <= 3, "{most} holders at once in a group of 3");
     assert_eq!(most, 3, "36 candidates never filled the group");
-    assert!(elected.load(SeqCst) > 30, "only {} elections", elected.load(SeqCst));
+    assert!(seen.elected > 30, "only {} elections", seen.elected);
     assert_eq!(slot_records(&server, "leader:shared-pool"), 0, "slots left behind");
 }
 

@@ -315,3 +315,61 @@ impl Logs {
             .collect()
     }
 }
+
+/// What [`contend_for_a_group_of_three`] saw.
+pub struct Contention {
+    /// The most bodies that ran at the same time.
+    pub most_at_once: usize,
+    /// The `run_if_leader` calls that were elected.
+    pub elected: usize,
+}
+
+/// `per_store` candidates on each of `stores` call `run_if_leader` on group `group`
+/// (`max_leaders` 3) `rounds` times each, waiting up to `wait_time` for a slot and holding
+/// it for `hold`; every call must succeed. Fails after a minute.
+pub async fn contend_for_a_group_of_three<S: LeaseStore + Clone + 'static>(
+    stores: &[S],
+    per_store: usize,
+    rounds: usize,
+    group: &'static str,
+    wait_time: Duration,
+    hold: Duration,
+) -> Contention {
+    use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
+
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let elected = Arc::new(AtomicUsize::new(0));
+    let mut candidates = Vec::new();
+    for store in stores {
+        for _ in 0..per_store {
+            let options = LeaderGroupElectionOptions::new(3)
+                .wait_time(wait_time)
+                .lease_time(Duration::from_secs(30));
+            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
+            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
+            candidates.push(tokio::spawn(async move {
+                for _ in 0..rounds {
+                    let result = elector
+                        .run_if_leader(group, |_| async {
+                            let now = running.fetch_add(1, SeqCst) + 1;
+                            most.fetch_max(now, SeqCst);
+                            tokio::task::yield_now().await;
+                            tokio::time::sleep(hold).await;
+                            running.fetch_sub(1, SeqCst);
+                        })
+                        .await
+                        .expect("no store error");
+                    if result.is_elected() {
+                        elected.fetch_add(1, SeqCst);
+                    }
+                }
+            }));
+        }
+    }
+    for candidate in candidates {
+        let finished = tokio::time::timeout(Duration::from_secs(60), candidate).await;
+        finished.expect("candidates finish").unwrap();
+    }
+    Contention { most_at_once: most.load(SeqCst), elected: elected.load(SeqCst) }
+}
