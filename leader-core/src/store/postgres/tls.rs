@@ -4,7 +4,7 @@
 
 #[cfg(not(feature = "postgres-tls"))]
 use deadpool_postgres::tokio_postgres::config::SslMode;
-use deadpool_postgres::tokio_postgres::{self};
+use deadpool_postgres::tokio_postgres;
 
 use crate::Error;
 
