@@ -352,11 +352,14 @@ async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
                  INSERT INTO leader_slots SELECT 'leader:mixed', gen_random_uuid(), 'old', \
                    last_fence, clock_timestamp(), clock_timestamp() + interval '10 s' \
                    FROM leader_groups WHERE key = 'leader:mixed'; \
-                 SELECT pg_sleep(1); COMMIT;",
+                 SELECT pg_sleep(2); COMMIT;",
             )
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    support::eventually(10 * SECOND, "the old-style grant holds the group's row", || async {
+        server.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'") == "1"
+    })
+    .await;
     let outcome = store.acquire(request("leader:mixed", 1, token())).await;
     old_grant.await.unwrap();
     let err = outcome.expect_err("a second slot in a group of one");
