@@ -2,9 +2,9 @@
 //! TLS with rustls, verifying the server's certificate against the system's roots and any
 //! the builder adds.
 
+use deadpool_postgres::tokio_postgres;
 #[cfg(not(feature = "postgres-tls"))]
 use deadpool_postgres::tokio_postgres::config::SslMode;
-use deadpool_postgres::tokio_postgres;
 
 use crate::Error;
 
