@@ -33,9 +33,9 @@ use crate::{Error, LeaseToken};
 ///   [`migrate`](Self::migrate), and an existing table of another shape is an error.
 /// - Every operation is **one** round trip: one call of a server-side function that reads
 ///   `clock_timestamp()` (client clocks do not matter) and answers as the Redis scripts do.
-///   A group's writers take turns under its advisory lock, and a grant also locks the
-///   group's row and deletes the expired slots it sees; a refusal is read from a snapshot
-///   and writes nothing.
+///   A group's writers take turns under its advisory lock; a grant deletes the expired
+///   slots it sees and moves the group's fence only from the value it counted under; a
+///   refusal is read from a snapshot and writes nothing.
 /// - A committed grant survives a crash of the server (WAL) and, with synchronous
 ///   replication, a failover.
 /// - Fences are `max(last + 1, server time in µs)`, kept with the group.
