@@ -371,6 +371,32 @@ async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
     assert_eq!(slots[0].holder, "old");
 }
 
+/// The store answers a full group in its own statement and calls `leader_grant` only when
+/// a slot looks free; `leader_acquire` still answers in named columns, for psql and for a
+/// store of the previous schema version during a rolling upgrade, and both see one group.
+#[tokio::test]
+async fn the_acquire_function_still_answers_in_named_columns() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    let acquire = |token: &str| {
+        server.psql(&format!(
+            "SELECT outcome, fence > 0, expires_us > now_us, existing_max IS NULL \
+             FROM leader_acquire('leader:sql', '{token}', 'psql', 10000, 1)"
+        ))
+    };
+    let held = token().to_string();
+    assert_eq!(acquire(&held), "1|t|t|t");
+    let slots = store.state("leader:sql").await.unwrap().slots;
+    assert_eq!(slots.len(), 1);
+    assert_eq!(slots[0].holder, "psql");
+    // The same token again: its grant back; another: full; the store: full too.
+    assert_eq!(acquire(&held), "1|t|t|t");
+    assert_eq!(acquire(&token().to_string()), "0||t|t"); // no fence; the nearest expiry
+    let outcome = store.acquire(request("leader:sql", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+}
+
 /// In sessions that default to REPEATABLE READ (a snapshot older than the advisory lock's
 /// wait), contending acquires still never hold more than max_leaders slots at once: a stale
 /// look ends in a transient serialization failure, never a grant.

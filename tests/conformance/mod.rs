@@ -132,6 +132,9 @@ pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key:
     assert!(matches!(err, Error::MaxLeadersMismatch { requested: 5, existing: 3, .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("max_leaders 5") && message.contains("max_leaders 3"), "{message}");
+    // A smaller size, for which the group is already full: still the mismatch, not "full".
+    let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::MaxLeadersMismatch { requested: 1, existing: 3, .. }), "{err:?}");
     // Once the old slots are gone the group takes the new size.
     store.release(key, held, Duration::ZERO).await.unwrap();
     granted(store, request(key, 5, token())).await;

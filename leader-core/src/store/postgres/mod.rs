@@ -31,11 +31,13 @@ use crate::{Error, LeaseToken};
 ///   slot (token, holder, fence, acquired-at, expires-at). Names are configurable; the
 ///   schema is created on first use (idempotently, under an advisory lock) or by
 ///   [`migrate`](Self::migrate), and an existing table of another shape is an error.
-/// - Every operation is **one** round trip: one call of a server-side function that reads
+/// - Every operation is **one** round trip: one prepared statement that reads
 ///   `clock_timestamp()` (client clocks do not matter) and answers as the Redis scripts do.
-///   A group's writers take turns under its advisory lock; a grant deletes the expired
-///   slots it sees and moves the group's fence only from the value it counted under; a
-///   refusal is read from a snapshot and writes nothing.
+///   Acquire looks at the group in plain SQL and refuses a full group from that snapshot,
+///   writing nothing; only when a slot looks free does it call the server-side grant
+///   function. Renew, release and state are one function call each. A group's writers
+///   take turns under its advisory lock; a grant deletes the expired slots it sees and
+///   moves the group's fence only from the value it counted under.
 /// - A committed grant survives a crash of the server (WAL) and, with synchronous
 ///   replication, a failover.
 /// - Fences are `max(last + 1, server time in µs)`, kept with the group.
@@ -244,15 +246,19 @@ impl LeaseStore for PostgresStore {
         let params: [&(dyn ToSql + Sync); 5] =
             [&request.key, &token, &request.holder, &lease, &max];
         let rows = self.query(Call { operation: "acquire", sql }, &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("acquire"))?;
-        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("acquire", e))?;
-        let time = |column: &str| -> Result<i64, Error> {
-            row.try_get::<_, i64>(column).map_err(|e| decode("acquire", e))
+        let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
+        // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
+        let answer: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
+        let field = |i: usize| {
+            answer
+                .get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| unexpected("acquire", "a field is missing"))
         };
-        match outcome {
+        match field(0)? {
             1 => {
-                let (fence, acquired, expires, now) =
-                    (time("fence")?, time("acquired_us")?, time("expires_us")?, time("now_us")?);
+                let (fence, acquired, expires, now) = (field(1)?, field(2)?, field(3)?, field(4)?);
                 Ok(AcquireOutcome::Granted(Grant {
                     fence: fence_of(fence),
                     acquired_at: time_of(acquired),
@@ -260,19 +266,13 @@ impl LeaseStore for PostgresStore {
                     expires_in: between(now, expires),
                 }))
             }
-            0 => Ok(AcquireOutcome::Full {
-                nearest_expiry: between(time("now_us")?, time("expires_us")?),
+            0 => Ok(AcquireOutcome::Full { nearest_expiry: between(field(4)?, field(3)?) }),
+            2 => Err(Error::MaxLeadersMismatch {
+                group: request.key.to_owned(),
+                requested: request.max_leaders,
+                existing: field(5)?.clamp(0, u32::MAX as i64) as u32,
             }),
-            2 => {
-                let existing: i32 =
-                    row.try_get("existing_max").map_err(|e| decode("acquire", e))?;
-                Err(Error::MaxLeadersMismatch {
-                    group: request.key.to_owned(),
-                    requested: request.max_leaders,
-                    existing: existing.max(0) as u32,
-                })
-            }
-            _ => Err(unexpected("acquire")),
+            _ => Err(unexpected("acquire", "unknown outcome")),
         }
     }
 
@@ -286,7 +286,7 @@ impl LeaseStore for PostgresStore {
         let (token, lease) = (token.to_string(), millis(lease_time));
         let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
         let rows = self.query(Call { operation: "renew", sql }, &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("renew"))?;
+        let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
         let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
         if outcome != 1 {
             return Ok(RenewOutcome::NotHeld);
@@ -309,7 +309,7 @@ impl LeaseStore for PostgresStore {
         let (token, min_lease) = (token.to_string(), millis(min_lease_time));
         let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
         let rows = self.query(Call { operation: "release", sql }, &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("release"))?;
+        let row = rows.first().ok_or_else(|| unexpected("release", "no row"))?;
         let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
         Ok(match outcome {
             1 => ReleaseOutcome::Released,
@@ -357,8 +357,8 @@ fn decode(operation: &'static str, error: tokio_postgres::Error) -> Error {
     Error::Store { store: "postgres", operation, message: format!("unexpected reply: {error}") }
 }
 
-fn unexpected(operation: &'static str) -> Error {
-    Error::Store { store: "postgres", operation, message: "unexpected reply: no row".to_owned() }
+fn unexpected(operation: &'static str, what: &str) -> Error {
+    Error::Store { store: "postgres", operation, message: format!("unexpected reply: {what}") }
 }
 
 /// The server and database, with any password redacted.

@@ -11,7 +11,7 @@ const SCHEMA_SQL: &str = include_str!("schema.sql");
 
 /// The version of [`SCHEMA_SQL`], kept as the comment of the acquire function: a store
 /// finds it there and migrates nothing. Bump it when the schema text changes.
-const SCHEMA_VERSION: &str = "leader-core schema 4";
+const SCHEMA_VERSION: &str = "leader-core schema 5";
 
 /// Every name the store uses, checked to be plain identifiers (so they need no quoting),
 /// and the statements built from them.
@@ -54,7 +54,7 @@ impl Names {
         let qualified = |name: &str| format!("{schema}.{prefix}{name}");
         Ok(Names {
             channel: format!("{schema}_{prefix}released"),
-            acquire_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("acquire")),
+            acquire_sql: acquire_sql(&qualified),
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
@@ -80,6 +80,32 @@ impl Names {
             .replace("__C__", &self.channel)
             .replace("__V__", SCHEMA_VERSION)
     }
+}
+
+/// The acquire statement: a full group (or one under another `max_leaders`) is answered in
+/// plain SQL from the statement's snapshot, writing nothing; the `grant` function runs only
+/// when a slot looks free or the token already holds one. One statement either way, whose
+/// one column is `grant`'s array: [outcome, fence, acquired_us, expires_us, now_us,
+/// existing_max]. The statement only routes: every grant is made by `grant`, which looks
+/// again under the group's lock. (A refusal is the commonest answer under contention, and a
+/// plpgsql call costs about as much again as the look itself.)
+fn acquire_sql(qualified: &dyn Fn(&str) -> String) -> String {
+    let (groups, slots) = (qualified("groups"), qualified("slots"));
+    let (grant, micros) = (qualified("grant"), qualified("micros"));
+    format!(
+        "SELECT CASE \
+           WHEN coalesce(bool_or(s.token = $2::text::uuid), false) \
+             THEN {grant}($1::text, $2::text, $3::text, $4::bigint, $5::integer, true) \
+           WHEN count(s.key) > 0 AND min(g.max_leaders) <> $5::integer \
+             THEN ARRAY[2, NULL, NULL, NULL, {micros}(clock_timestamp()), min(g.max_leaders)] \
+           WHEN count(s.key) >= $5::integer \
+             THEN ARRAY[0, NULL, NULL, {micros}(min(s.expires_at)), {micros}(clock_timestamp()), NULL] \
+           ELSE {grant}($1::text, $2::text, $3::text, $4::bigint, $5::integer, true) \
+         END \
+         FROM (SELECT) AS one \
+         LEFT JOIN {groups} AS g ON g.key = $1::text \
+         LEFT JOIN {slots} AS s ON s.key = $1::text AND s.expires_at > clock_timestamp()"
+    )
 }
 
 /// A name the store puts into SQL unquoted: lowercase ASCII letters, digits and `_`, not
@@ -212,7 +238,7 @@ mod tests {
     fn names_are_plain_identifiers() {
         let names = Names::new("public", "leader_").unwrap();
         assert_eq!(names.channel, "public_leader_released");
-        assert_eq!(names.acquire_sql, "SELECT * FROM public.leader_acquire($1, $2, $3, $4, $5)");
+        assert!(names.acquire_sql.contains("public.leader_grant($1::text,"));
         assert!(!names.schema_sql().contains("__"));
         for (option, schema, prefix) in
             [("schema", "Public", "x_"), ("schema", "", "x_"), ("table_prefix", "s", "bad-name")]

@@ -4,7 +4,9 @@
 --
 -- A group is one row of __P__groups (its max_leaders and last fence) and a slot one row of
 -- __P__slots. Time is the server's clock_timestamp(); every time goes back to the client in
--- microseconds since the Unix epoch.
+-- microseconds since the Unix epoch. The store's acquire statement (in schema.rs) answers a
+-- full group in plain SQL and calls grant only when a slot looks free: most attempts on a
+-- contended group are refused, and a plpgsql call costs about as much again as the look.
 --
 -- Concurrency. Every write to a group is made under the group's transaction-scoped
 -- advisory lock (__P__lock_class(), hashtext(key)), so its writers take turns; readers never
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
 -- Functions of an earlier schema version go first (a changed result type cannot be
 -- replaced in place); this runs only when the version differs, in one transaction.
 DROP FUNCTION IF EXISTS __S__.__P__acquire(text, text, text, bigint, integer);
+DROP FUNCTION IF EXISTS __S__.__P__grant(text, text, text, bigint, integer, boolean);
 DROP FUNCTION IF EXISTS __S__.__P__renew(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__release(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__state(text);
@@ -46,12 +49,13 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (extract(epoch FROM t) * 1000000)
 CREATE OR REPLACE FUNCTION __S__.__P__lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core __S__.__P__groups') $$;
 
--- acquire: outcome 1 granted (new, or already held by the token), 0 full (nearest expiry),
--- 2 live slots granted under another max_leaders (existing_max).
-CREATE OR REPLACE FUNCTION __S__.__P__acquire(
-  p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
-  OUT outcome integer, OUT fence bigint, OUT acquired_us bigint, OUT expires_us bigint,
-  OUT now_us bigint, OUT existing_max integer)
+-- grant: the acquire operation, answered as an array (a scalar, so the caller's statement
+-- needs no function scan): [outcome, fence, acquired_us, expires_us, now_us, existing_max],
+-- outcome 1 granted (new, or already held by the token), 0 full (expires_us: the nearest
+-- expiry), 2 live slots granted under another max_leaders (existing_max).
+CREATE OR REPLACE FUNCTION __S__.__P__grant(
+  p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer, p_looked boolean)
+RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
   v_token uuid := p_token::uuid;
@@ -66,10 +70,14 @@ DECLARE
   v_my_acquired timestamptz;
   v_my_expires timestamptz;
 BEGIN
-  -- Look at the group twice: from a snapshot without any lock, then, unless that answered,
-  -- under the group's advisory lock (once its writer in flight, if any, has finished). A
-  -- full group or another max_leaders is answered from either look and writes nothing.
-  FOR v_look IN 1..2 LOOP
+  -- Look at the group twice: from a snapshot without any lock (unless the caller's
+  -- statement just did: p_looked), then, unless that answered, under the group's advisory
+  -- lock (once its writer in flight, if any, has finished). A full group or another
+  -- max_leaders is answered from either look and writes nothing.
+  FOR v_look IN CASE WHEN p_looked THEN 2 ELSE 1 END..2 LOOP
+    IF v_look = 2 THEN
+      PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
+    END IF;
     v_now := clock_timestamp();
     SELECT count(*) FILTER (WHERE s.expires_at > v_now),
            min(s.expires_at) FILTER (WHERE s.expires_at > v_now),
@@ -83,27 +91,15 @@ BEGIN
       FROM __S__.__P__slots AS s WHERE s.key = p_key;
     -- A slot of this token (a retry after a lost reply) is answered under the lock only.
     IF v_my_fence IS NULL AND v_live > 0 AND v_max <> p_max THEN
-      outcome := 2;
-      now_us := __S__.__P__micros(v_now);
-      existing_max := v_max;
-      RETURN;
+      RETURN ARRAY[2, NULL, NULL, NULL, __S__.__P__micros(v_now), v_max];
     END IF;
     IF v_my_fence IS NULL AND v_live >= p_max THEN
-      outcome := 0;
-      expires_us := __S__.__P__micros(v_nearest);
-      now_us := __S__.__P__micros(v_now);
-      RETURN;
+      RETURN ARRAY[0, NULL, NULL, __S__.__P__micros(v_nearest), __S__.__P__micros(v_now), NULL];
     END IF;
-    EXIT WHEN v_look = 2;
-    PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
   END LOOP;
   IF v_my_fence IS NOT NULL THEN
-    outcome := 1;
-    fence := v_my_fence;
-    acquired_us := __S__.__P__micros(v_my_acquired);
-    expires_us := __S__.__P__micros(v_my_expires);
-    now_us := __S__.__P__micros(v_now);
-    RETURN;
+    RETURN ARRAY[1, v_my_fence, __S__.__P__micros(v_my_acquired),
+                 __S__.__P__micros(v_my_expires), __S__.__P__micros(v_now), NULL];
   END IF;
   -- A slot is free: grant it. Strictly above every earlier fence, and above the clock in
   -- microseconds, so fences keep increasing even if the group's row were lost.
@@ -127,12 +123,23 @@ BEGIN
   INSERT INTO __S__.__P__slots (key, token, holder, fence, acquired_at, expires_at)
     VALUES (p_key, v_token, p_holder, v_fence, v_now,
             v_now + p_lease_ms * interval '1 millisecond');
-  outcome := 1;
-  fence := v_fence;
-  acquired_us := __S__.__P__micros(v_now);
-  expires_us := __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond');
-  now_us := acquired_us;
+  RETURN ARRAY[1, v_fence, __S__.__P__micros(v_now),
+               __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond'),
+               __S__.__P__micros(v_now), NULL];
 END $$;
+
+-- acquire: grant's answer as named columns (outcome, fence, acquired_us, expires_us,
+-- now_us, existing_max), for psql and for stores of schema version 4 during a rolling
+-- upgrade. The store itself sends the statement in schema.rs, which answers a full group
+-- in plain SQL and calls grant only when a slot looks free.
+CREATE OR REPLACE FUNCTION __S__.__P__acquire(
+  p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
+  OUT outcome integer, OUT fence bigint, OUT acquired_us bigint, OUT expires_us bigint,
+  OUT now_us bigint, OUT existing_max integer)
+LANGUAGE sql AS $$
+  SELECT a[1]::integer, a[2], a[3], a[4], a[5], a[6]::integer
+  FROM __S__.__P__grant(p_key, p_token, p_holder, p_lease_ms, p_max, false) AS a
+$$;
 
 -- renew: outcome 1 renewed (new expiry), 0 not held. Never revives an expired slot.
 CREATE OR REPLACE FUNCTION __S__.__P__renew(p_key text, p_token text, p_lease_ms bigint,
