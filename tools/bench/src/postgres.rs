@@ -3,8 +3,11 @@
 //! wait), and beside the least a durable lease in a table costs, one row per lock taken
 //! with one `UPDATE … WHERE expires_at <= now` (no fence, no groups, no waiting): on one
 //! private server, through the same client crate (tokio-postgres), with the same tasks,
-//! A B C A B C. The server runs `pg_stat_statements`, so the statements each operation
-//! sends, and the server time they take, come from the server.
+//! A B C D A B C D. The advisory locks run twice: prepared once per connection, as the
+//! store's and the lease row's statements are, and sent as SQL text, as
+//! `client.query_one("SELECT pg_try_advisory_lock($1)", …)` does (tokio-postgres then
+//! prepares on every call: two round trips). The server runs `pg_stat_statements`, so the
+//! statements each operation sends, and the server time they take, come from the server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +31,9 @@ enum Contender {
     Store,
     LeaseRow,
     AdvisoryLock,
+    /// The same two calls sent as SQL text (`query_one("SELECT …")`), which tokio-postgres
+    /// prepares on every call: two round trips per statement.
+    AdvisoryLockText,
 }
 
 impl Contender {
@@ -36,6 +42,7 @@ impl Contender {
             Contender::Store => "PostgresStore",
             Contender::LeaseRow => "lease row",
             Contender::AdvisoryLock => "advisory lock",
+            Contender::AdvisoryLockText => "advisory (text)",
         }
     }
 }
@@ -45,7 +52,8 @@ impl Contender {
 enum Worker {
     Store { store: PostgresStore, key: String },
     LeaseRow { client: Client, key: String, take: Statement, give_back: Statement },
-    AdvisoryLock { client: Client, lock: i64 },
+    AdvisoryLock { client: Client, lock: i64, try_lock: Statement, unlock: Statement },
+    AdvisoryLockText { client: Client, lock: i64 },
 }
 
 impl Worker {
@@ -77,7 +85,14 @@ impl Worker {
                 }
                 won
             }
-            Worker::AdvisoryLock { client, lock } => {
+            Worker::AdvisoryLock { client, lock, try_lock, unlock } => {
+                let won: bool = client.query_one(try_lock, &[lock]).await.expect("try lock").get(0);
+                if won {
+                    client.query_one(unlock, &[lock]).await.expect("unlock");
+                }
+                won
+            }
+            Worker::AdvisoryLockText { client, lock } => {
                 let row = client
                     .query_one("SELECT pg_try_advisory_lock($1)", &[lock])
                     .await
@@ -136,7 +151,17 @@ async fn worker(
                 .expect("prepare");
             Worker::LeaseRow { client, key: group.to_owned(), take, give_back }
         }
-        Contender::AdvisoryLock => Worker::AdvisoryLock { client: connect(url).await, lock },
+        Contender::AdvisoryLock => {
+            // Prepared once per connection, as the store's statements are.
+            let client = connect(url).await;
+            let try_lock =
+                client.prepare("SELECT pg_try_advisory_lock($1)").await.expect("prepare");
+            let unlock = client.prepare("SELECT pg_advisory_unlock($1)").await.expect("prepare");
+            Worker::AdvisoryLock { client, lock, try_lock, unlock }
+        }
+        Contender::AdvisoryLockText => {
+            Worker::AdvisoryLockText { client: connect(url).await, lock }
+        }
     }
 }
 
@@ -192,7 +217,7 @@ async fn hand_over(
     url: &str,
     samples: usize,
 ) -> Option<Vec<Duration>> {
-    if contender == Contender::LeaseRow {
+    if matches!(contender, Contender::LeaseRow | Contender::AdvisoryLockText) {
         return None;
     }
     let mut latencies = Vec::with_capacity(samples);
@@ -232,7 +257,7 @@ async fn hand_over(
                 store.release(&key, held, Duration::ZERO).await.unwrap();
                 waiting.await.unwrap().expect("the waiter got the slot") - released
             }
-            Contender::LeaseRow => unreachable!("no waiting"),
+            Contender::LeaseRow | Contender::AdvisoryLockText => unreachable!("not measured"),
             Contender::AdvisoryLock => {
                 let lock = 3_000_000 + sample as i64;
                 let (holder, waiter) = (connect(url).await, connect(url).await);
@@ -277,7 +302,7 @@ async fn statements(url: &str, admin: &Client) -> Vec<(String, f64, f64)> {
     let rows = admin
         .query(
             "SELECT query, calls, total_exec_time FROM pg_stat_statements \
-             WHERE query LIKE 'SELECT * FROM %leader_%' ORDER BY query",
+             WHERE query LIKE 'SELECT %leader\\_%' ORDER BY query",
             &[],
         )
         .await
@@ -288,6 +313,25 @@ async fn statements(url: &str, admin: &Client) -> Vec<(String, f64, f64)> {
             (query, calls as f64 / OPS as f64, total_ms * 1_000.0 / calls.max(1) as f64)
         })
         .collect()
+}
+
+/// One `SELECT 1` round trip on a warm connection, p50: back to back, and after 20 ms idle
+/// (as W3's release comes): how much of a hand-over is the machine waking up.
+async fn round_trips(url: &str) -> (Duration, Duration) {
+    let client = connect(url).await;
+    let statement = client.prepare("SELECT 1").await.expect("prepare");
+    let mut p50 = [Duration::ZERO; 2];
+    for (i, idle) in [Duration::ZERO, Duration::from_millis(20)].into_iter().enumerate() {
+        let mut latencies = Vec::new();
+        for _ in 0..40 {
+            sleep(idle).await;
+            let sent = Instant::now();
+            client.query_one(&statement, &[]).await.expect("SELECT 1");
+            latencies.push(sent.elapsed());
+        }
+        p50[i] = percentile(&mut latencies, 50.0);
+    }
+    (p50[0], p50[1])
 }
 
 /// The whole PostgreSQL section: prints a table and returns the figures.
@@ -308,9 +352,14 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
     let samples = if quick { 20 } else { 100 };
 
     let mut figures = serde_json::Map::new();
-    let contenders = [Contender::Store, Contender::LeaseRow, Contender::AdvisoryLock];
-    let mut w1 = [Vec::new(), Vec::new(), Vec::new()];
-    let mut w2 = [Vec::new(), Vec::new(), Vec::new()];
+    let contenders = [
+        Contender::Store,
+        Contender::LeaseRow,
+        Contender::AdvisoryLock,
+        Contender::AdvisoryLockText,
+    ];
+    let mut w1 = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut w2 = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     for round in 0..2 {
         for (i, contender) in contenders.iter().enumerate() {
             let run = format!("{round}-{i}");
@@ -323,7 +372,7 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
         w3.push(hand_over(contender, &store, &url, samples).await);
     }
     say(format!(
-        "PostgreSQL (64 tasks, {TASKS} connections, 10 s lease; two rounds, A B C A B C):"
+        "PostgreSQL (64 tasks, {TASKS} connections, 10 s lease; two rounds, A B C D A B C D):"
     ));
     say(format!(
         "{:<16} {:>14} {:>14} {:>12} {:>12}",
@@ -352,16 +401,32 @@ pub async fn run(quick: bool, say: &dyn Fn(String)) -> Value {
         );
     }
     for (query, per_op, server_us) in statements(&url, &admin).await {
-        let function = query
-            .split("FROM ")
-            .nth(1)
-            .and_then(|rest| rest.split('(').next())
-            .unwrap_or(&query)
-            .to_owned();
+        // The acquire statement looks in plain SQL and calls leader_grant only when a slot
+        // looks free; the others are one function call each.
+        let function = if query.starts_with("SELECT CASE") {
+            "acquire statement".to_owned()
+        } else {
+            query
+                .split("FROM ")
+                .nth(1)
+                .and_then(|rest| rest.split('(').next())
+                .unwrap_or(&query)
+                .to_owned()
+        };
         say(format!(
             "  {function}: {per_op:.2} statements per operation, {server_us:.1} µs of server time each"
         ));
         figures.insert(function, json!({"statements_per_op": per_op, "server_us": server_us}));
     }
+    let (busy, idle) = round_trips(&url).await;
+    say(format!(
+        "  a round trip (SELECT 1, p50): {} ms back to back, {} ms after 20 ms idle",
+        ms(busy),
+        ms(idle)
+    ));
+    figures.insert(
+        "round_trip_ms".to_owned(),
+        json!({"busy": busy.as_secs_f64() * 1e3, "after_idle": idle.as_secs_f64() * 1e3}),
+    );
     Value::Object(figures)
 }
