@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::tokio_postgres;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod};
 use tokio::sync::OnceCell;
 
 use super::notify::NotifyHub;
@@ -170,8 +170,11 @@ impl PostgresStoreBuilder {
                     connector.clone(),
                     ManagerConfig { recycling_method: RecyclingMethod::Fast },
                 );
-                let pool =
-                    Pool::builder(manager).max_size(self.pool_size).build().map_err(|error| {
+                let pool = Pool::builder(manager)
+                    .max_size(self.pool_size)
+                    .queue_mode(QueueMode::Lifo)
+                    .build()
+                    .map_err(|error| {
                         Error::invalid_option("url", redact(&url), error.to_string())
                     })?;
                 let description = format!("postgres {}", describe_config(&config));
