@@ -1,16 +1,18 @@
 //! Command-line arguments.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use leader::{KeyOptions, LeaseStore, PostgresStore, RedisStore};
 
-/// Show, watch and free the slots of leader groups kept in Redis.
+/// Show, watch and free the slots of leader groups kept in Redis, Valkey or PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
 pub struct Cli {
-    /// The store's URL: `redis://…` (or `rediss://`, `unix://`) for Redis or Valkey,
-    /// `postgres://…` for PostgreSQL (user and password go in it).
+    /// The store's URL: `redis://…` (or `rediss://` for TLS, `unix://`) for Redis or Valkey,
+    /// `postgres://…` for PostgreSQL (user and password go in it; TLS with `?sslmode=require`,
+    /// or whenever the server offers it). TLS certificates are always verified.
     #[arg(long, env = "LEADER_REDIS_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.
@@ -19,9 +21,13 @@ pub struct Cli {
     /// The key format the services use; `{role}` stands for the group name.
     #[arg(long, default_value = leader::DEFAULT_KEY_FORMAT, global = true)]
     pub key_format: String,
-    /// How long one Redis operation may take (the store's `command_timeout`).
+    /// How long one store operation may take (the store's `command_timeout`).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
     pub command_timeout: Duration,
+    /// A PEM file of root certificates to trust, beside the system's, for a PostgreSQL
+    /// server's TLS certificate (a private CA). PostgreSQL URLs only.
+    #[arg(long, global = true)]
+    pub ca_file: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -46,7 +52,7 @@ pub enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         duration: Option<Duration>,
     },
-    /// List the groups under the namespace (standalone Redis).
+    /// List the groups under the namespace (standalone Redis, or PostgreSQL).
     Groups {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -114,8 +120,21 @@ impl Cli {
     pub async fn store(&self) -> Result<Store, Failure> {
         let postgres = ["postgres://", "postgresql://"];
         let store = if postgres.iter().any(|scheme| self.url.starts_with(scheme)) {
-            let store = PostgresStore::builder(&self.url).command_timeout(self.command_timeout);
+            let mut store = PostgresStore::builder(&self.url).command_timeout(self.command_timeout);
+            if let Some(path) = &self.ca_file {
+                let pem = std::fs::read(path).map_err(|error| {
+                    format!("cannot read --ca-file {}: {error}", path.display())
+                })?;
+                store = store.tls_root_certificates(pem);
+            }
             Store::Postgres(store.build()?)
+        } else if let Some(path) = &self.ca_file {
+            return Err(format!(
+                "--ca-file {} applies to postgres:// URLs only (a Redis store verifies \
+                 rediss:// against the system's roots)",
+                path.display()
+            )
+            .into());
         } else {
             let store = RedisStore::builder(&self.url).command_timeout(self.command_timeout);
             Store::Redis(store.build()?)

@@ -1,4 +1,5 @@
-//! `leader`: show, watch and free the slots of leader groups kept in Redis.
+//! `leader`: show, watch and free the slots of leader groups kept in Redis, Valkey or
+//! PostgreSQL.
 #![forbid(unsafe_code)]
 
 mod args;

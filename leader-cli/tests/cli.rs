@@ -227,3 +227,34 @@ async fn state_groups_and_release_work_on_postgres() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(store.state("leader:reports").await.unwrap().slots.is_empty());
 }
+
+#[tokio::test]
+async fn postgres_over_tls_verifies_the_certificate_against_the_ca_file() {
+    use leader_testkit::certificates;
+    use leader_testkit::postgres_server::PostgresServer;
+
+    let dir = tempfile::tempdir().unwrap();
+    certificates::make(dir.path());
+    let server = PostgresServer::start_with_tls(dir.path());
+    let url = format!("{}?sslmode=require", server.url());
+    let ca = dir.path().join("ca.crt");
+
+    // The system's roots do not know the test's CA.
+    let output = leader(&url, &["state", "reports"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stderr(&output).to_lowercase().contains("certificate"), "{}", stderr(&output));
+
+    let output = leader(&url, &["state", "reports", "--ca-file", ca.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("group reports (key leader:reports)"),
+        "{}",
+        stdout(&output)
+    );
+
+    // A CA file is for PostgreSQL only, and must be readable.
+    let output = leader("redis://127.0.0.1:1", &["state", "reports", "--ca-file", "ca.crt"]);
+    assert!(stderr(&output).contains("--ca-file ca.crt applies to postgres:// URLs only"));
+    let output = leader(&url, &["state", "reports", "--ca-file", "/nonexistent/ca.crt"]);
+    assert!(stderr(&output).contains("cannot read --ca-file /nonexistent/ca.crt"));
+}
