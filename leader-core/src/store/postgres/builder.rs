@@ -116,7 +116,8 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// How many connections the store's own pool keeps (not used with `pool_builder`).
+    /// How many connections the store's own pool keeps (not used with `pool_builder`); it
+    /// hands out the most recently used one first, whose server process is the least cold.
     /// Default: 4; at least 1.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
