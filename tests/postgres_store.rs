@@ -371,6 +371,73 @@ async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
     assert_eq!(slots[0].holder, "old");
 }
 
+/// A release sends `NOTIFY` only when some store announced waiters of the group:
+/// PostgreSQL serialises every committing transaction that sent one, across the cluster,
+/// so one that nobody waits for slows every other release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_nobody_waits_for_sends_no_notify() {
+    use futures_util::StreamExt;
+    use leader::store::deadpool_postgres::tokio_postgres::{self, AsyncMessage, NoTls};
+
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    // A bare listener on the store's channel, which announces nothing itself.
+    let (client, mut connection) = tokio_postgres::connect(&server.url(), NoTls).await.unwrap();
+    let (heard_tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let AsyncMessage::Notification(notice) = message {
+                let _ = heard_tx.send(notice.payload().to_owned());
+            }
+        }
+    });
+    client.batch_execute("LISTEN public_leader_released").await.unwrap();
+    let cycle = |key: &'static str| {
+        let store = store.clone();
+        async move {
+            let held = token();
+            store.acquire(request(key, 1, held)).await.unwrap();
+            assert_eq!(
+                store.release(key, held, Duration::ZERO).await.unwrap(),
+                ReleaseOutcome::Released
+            );
+        }
+    };
+
+    // Nobody waits for the first group; a waiter of this store waits for the second.
+    cycle("leader:alone").await;
+    let mut watch = store.watch_releases("leader:waited").await.unwrap();
+    cycle("leader:waited").await;
+    tokio::time::timeout(2 * SECOND, watch.released()).await.expect("the waiter woke");
+    let first = tokio::time::timeout(2 * SECOND, heard.recv()).await.expect("a NOTIFY");
+    assert_eq!(first.as_deref(), Some("leader:waited"), "the first NOTIFY heard");
+
+    // The listening connection is cut: its successor announces the group again.
+    let holder = "SELECT pid FROM pg_locks WHERE locktype = 'advisory'";
+    let old = server.psql(holder);
+    server.psql(&format!("SELECT pg_terminate_backend({old})"));
+    support::eventually(10 * SECOND, "the group is announced again", || async {
+        let now = server.psql(holder);
+        !now.is_empty() && now != old
+    })
+    .await;
+    cycle("leader:waited").await;
+    let again = tokio::time::timeout(2 * SECOND, heard.recv()).await.expect("a NOTIFY");
+    assert_eq!(again.as_deref(), Some("leader:waited"));
+
+    // Once the last waiter has gone, its announcement is withdrawn, and releases are quiet.
+    drop(watch);
+    support::eventually(10 * SECOND, "the waiter's announcement is withdrawn", || async {
+        server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == "0"
+    })
+    .await;
+    cycle("leader:waited").await;
+    let late = tokio::time::timeout(SECOND / 2, heard.recv()).await;
+    assert!(late.is_err(), "a NOTIFY nobody waited for: {late:?}");
+}
+
 /// The store answers a full group in its own statement and calls `leader_grant` only when
 /// a slot looks free; `leader_acquire` still answers in named columns, for psql and for a
 /// store of the previous schema version during a rolling upgrade, and both see one group.

@@ -31,6 +31,14 @@ impl ReleaseWatch {
         ReleaseWatch { receiver, _subscription: subscription }
     }
 
+    /// This watch, also keeping `guard` alive (dropped after the watch's own subscription):
+    /// a store's way to learn when this waiter has gone.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn holding(self, guard: impl Any + Send + Sync) -> Self {
+        let subscription = Arc::new((self._subscription, guard));
+        ReleaseWatch { receiver: self.receiver, _subscription: Some(subscription) }
+    }
+
     /// Resolves at the next release after the watch was made or last woke.
     ///
     /// If the store drops the channel (it shut down), this never resolves, so a waiter falls

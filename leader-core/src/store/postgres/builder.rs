@@ -187,7 +187,7 @@ impl PostgresStoreBuilder {
                 (pool, *config, connector, description)
             }
         };
-        let releases = NotifyHub::new(config, connector, names.channel.clone());
+        let releases = NotifyHub::new(config, connector, &names);
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,

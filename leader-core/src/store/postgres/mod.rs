@@ -41,8 +41,9 @@ use crate::{Error, LeaseToken};
 /// - A committed grant survives a crash of the server (WAL) and, with synchronous
 ///   replication, a failover.
 /// - Fences are `max(last + 1, server time in µs)`, kept with the group.
-/// - A release (or a shortening renewal) sends `NOTIFY`; one `LISTEN` connection per store
-///   wakes local waiters, which also wake at the nearest expiry.
+/// - A release (or a shortening renewal) sends `NOTIFY` when some store announced waiters
+///   of the group; one `LISTEN` connection per store announces its waiters' groups and
+///   wakes them, and they also wake at the nearest expiry.
 ///
 /// ```no_run
 /// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, PostgresStore};

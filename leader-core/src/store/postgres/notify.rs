@@ -1,14 +1,19 @@
 //! The release hub: one dedicated `LISTEN` connection per store that turns release
-//! notifications into wake-ups of local waiters, re-established when it drops.
+//! notifications into wake-ups of local waiters, re-established when it drops. It also
+//! announces the groups it has waiters of (a shared advisory lock per group, held by that
+//! connection), so that releases nobody waits for send no `NOTIFY`.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use deadpool_postgres::tokio_postgres::types::ToSql;
 use deadpool_postgres::tokio_postgres::{self, AsyncMessage, Client};
 use futures_util::StreamExt;
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex, OnceCell};
 use tokio_util::sync::CancellationToken;
 
+use super::schema::Names;
 use super::tls::Connector;
 use crate::store::ReleaseWatch;
 use crate::store::watch::Watchers;
@@ -26,38 +31,68 @@ struct HubInner {
     config: tokio_postgres::Config,
     connector: Connector,
     channel: String,
+    announce_sql: String,
+    withdraw_sql: String,
     waiters: Arc<Watchers>,
-    running: OnceCell<()>,
+    /// Made with the first waiter: the listening connection and the groups announced on
+    /// it, under one lock, so announcements, withdrawals and a reconnection's
+    /// re-announcements never interleave.
+    listening: OnceCell<Mutex<Announced>>,
     shutdown: CancellationToken,
 }
 
+/// The current listening connection, and how many local waiters each announced group has.
+struct Announced {
+    client: Arc<Client>,
+    waiters: HashMap<String, usize>,
+}
+
 impl NotifyHub {
-    pub(crate) fn new(
-        config: tokio_postgres::Config,
-        connector: Connector,
-        channel: String,
-    ) -> Self {
+    pub(crate) fn new(config: tokio_postgres::Config, connector: Connector, names: &Names) -> Self {
         NotifyHub {
             inner: Arc::new(HubInner {
                 config,
                 connector,
-                channel,
+                channel: names.channel.clone(),
+                announce_sql: names.announce_sql.clone(),
+                withdraw_sql: names.withdraw_sql.clone(),
                 waiters: Arc::default(),
-                running: OnceCell::new(),
+                listening: OnceCell::new(),
                 shutdown: CancellationToken::new(),
             }),
         }
     }
 
-    /// A watch woken by every release of group `key`. `LISTEN` is confirmed by the server
-    /// before this returns, so no later release is missed.
+    /// A watch woken by every release of group `key`. `LISTEN`, and the announcement that
+    /// the group has a waiter here, are confirmed by the server before this returns, so no
+    /// later release is missed.
+    ///
+    /// If the connection is being made again, the watch still works: its waiter wakes at the
+    /// nearest expiry until the new connection announces the group and wakes every waiter.
     pub(crate) async fn watch(&self, key: &str) -> Result<ReleaseWatch, tokio_postgres::Error> {
-        self.inner.running.get_or_try_init(|| self.start()).await?;
-        Ok(self.inner.waiters.watch(key))
+        let listening = self.inner.listening.get_or_try_init(|| self.start()).await?;
+        let watch = self.inner.waiters.watch(key);
+        let mut announced = listening.lock().await;
+        let count = announced.waiters.entry(key.to_owned()).or_default();
+        *count += 1;
+        let first = *count == 1;
+        // Made before the announcement's await: if the caller gives up waiting (a timeout),
+        // dropping it counts the waiter out again.
+        let withdraw = Withdraw { hub: Arc::downgrade(&self.inner), key: key.to_owned() };
+        if first {
+            let client = announced.client.clone();
+            if let Err(error) = client.execute(&self.inner.announce_sql, &[&key]).await {
+                tracing::debug!(%error, group = key, "PostgreSQL: announcing waiters failed");
+            }
+        }
+        drop(announced);
+        Ok(watch.holding(withdraw))
     }
 
-    async fn start(&self) -> Result<(), tokio_postgres::Error> {
+    async fn start(&self) -> Result<Mutex<Announced>, tokio_postgres::Error> {
         let listening = listen(&self.inner).await?;
+        let announced =
+            Mutex::new(Announced { client: listening.client.clone(), waiters: HashMap::new() });
         let (hub, shutdown) = (Arc::downgrade(&self.inner), self.inner.shutdown.clone());
         tokio::spawn(async move {
             tokio::select! {
@@ -65,7 +100,7 @@ impl NotifyHub {
                 () = shutdown.cancelled() => {}
             }
         });
-        Ok(())
+        Ok(announced)
     }
 }
 
@@ -75,10 +110,40 @@ impl Drop for NotifyHub {
     }
 }
 
+/// Kept by a [`ReleaseWatch`]: when the last local waiter of a group goes, the group's
+/// announcement is withdrawn (in a task, since a drop cannot wait for the server).
+struct Withdraw {
+    hub: Weak<HubInner>,
+    key: String,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let (Some(hub), Ok(runtime)) = (self.hub.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            return; // the store (or the runtime) is gone, and the connection with it
+        };
+        let key = std::mem::take(&mut self.key);
+        runtime.spawn(async move {
+            let Some(listening) = hub.listening.get() else { return };
+            let mut announced = listening.lock().await;
+            let Some(count) = announced.waiters.get_mut(&key) else { return };
+            *count -= 1;
+            if *count > 0 {
+                return;
+            }
+            announced.waiters.remove(&key);
+            if let Err(error) = announced.client.execute(&hub.withdraw_sql, &[&key]).await {
+                tracing::debug!(%error, group = key, "PostgreSQL: withdrawing waiters failed");
+            }
+        });
+    }
+}
+
 /// A listening connection: its client (kept, or the connection closes) and the task that
 /// drives it, which ends when the connection does.
 struct Listening {
-    _client: Client,
+    client: Arc<Client>,
     driver: tokio::task::JoinHandle<()>,
 }
 
@@ -97,7 +162,7 @@ async fn listen(hub: &Arc<HubInner>) -> Result<Listening, tokio_postgres::Error>
         }
     });
     client.batch_execute(&format!("LISTEN {}", hub.channel)).await?;
-    Ok(Listening { _client: client, driver })
+    Ok(Listening { client: Arc::new(client), driver })
 }
 
 async fn keep_listening(hub: Weak<HubInner>, first: Listening) {
@@ -115,6 +180,18 @@ async fn keep_listening(hub: Weak<HubInner>, first: Listening) {
         match listen(&strong).await {
             Ok(listening) => {
                 tracing::info!("PostgreSQL LISTEN connection restored");
+                // The announcements went with the old connection's session.
+                if let Some(announced) = strong.listening.get() {
+                    let mut announced = announced.lock().await;
+                    for key in announced.waiters.keys() {
+                        let params: [&(dyn ToSql + Sync); 1] = [key];
+                        let announce = listening.client.execute(&strong.announce_sql, &params);
+                        if let Err(error) = announce.await {
+                            tracing::debug!(%error, group = key, "PostgreSQL: announcing waiters failed");
+                        }
+                    }
+                    announced.client = listening.client.clone();
+                }
                 strong.waiters.wake_all();
                 current = Some(listening);
                 backoff = Duration::from_millis(50);

@@ -26,6 +26,9 @@ pub(crate) struct Names {
     pub release_sql: String,
     pub state_sql: String,
     pub list_sql: String,
+    /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
+    pub announce_sql: String,
+    pub withdraw_sql: String,
 }
 
 /// What the tables must look like: (table suffix, [(column, type as
@@ -58,6 +61,14 @@ impl Names {
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
+            announce_sql: format!(
+                "SELECT pg_advisory_lock_shared({}(), hashtext($1))",
+                qualified("wait_class")
+            ),
+            withdraw_sql: format!(
+                "SELECT pg_advisory_unlock_shared({}(), hashtext($1))",
+                qualified("wait_class")
+            ),
             list_sql: format!(
                 "SELECT key FROM {} WHERE starts_with(key, $1) AND right(key, length($2)) = $2 \
                  AND length(key) >= length($1) + length($2) ORDER BY key",

@@ -49,6 +49,16 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (extract(epoch FROM t) * 1000000)
 CREATE OR REPLACE FUNCTION __S__.__P__lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core __S__.__P__groups') $$;
 
+-- The first key of the advisory lock that says someone waits for a group's releases: a
+-- store's LISTEN connection holds it in shared mode for every group it has waiters of. A
+-- release (or a shortening renewal) sends NOTIFY only when it cannot take that lock
+-- exclusively: PostgreSQL serialises every committing transaction that sent a NOTIFY,
+-- across the cluster, through its WAL flush, so one sent when nobody waits costs every
+-- other release. (A waiter announcing itself while a release holds the lock waits for
+-- that release's commit, then finds its slot free.)
+CREATE OR REPLACE FUNCTION __S__.__P__wait_class() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core waiting __S__.__P__groups') $$;
+
 -- grant: the acquire operation, answered as an array (a scalar, so the caller's statement
 -- needs no function scan): [outcome, fence, acquired_us, expires_us, now_us, existing_max],
 -- outcome 1 granted (new, or already held by the token), 0 full (expires_us: the nearest
@@ -169,7 +179,9 @@ BEGIN
   v_new := v_now + p_lease_ms * interval '1 millisecond';
   UPDATE __S__.__P__slots AS s SET expires_at = v_new WHERE s.key = p_key AND s.token = v_token;
   IF v_new < v_old THEN
-    PERFORM pg_notify('__C__', p_key);
+    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+      PERFORM pg_notify('__C__', p_key);
+    END IF;
   END IF;
   outcome := 1;
   expires_us := __S__.__P__micros(v_new);
@@ -177,7 +189,8 @@ BEGIN
 END $$;
 
 -- release: outcome 1 released, 2 kept until the minimum lease ends (expires_in_us), 0 not
--- held. Wakes the group's waiters (NOTIFY, sent at commit) when it frees or shortens a slot.
+-- held. Wakes the group's waiters (NOTIFY, sent at commit) when it frees or shortens a slot
+-- and some store announced waiters of the group (see wait_class).
 CREATE OR REPLACE FUNCTION __S__.__P__release(p_key text, p_token text, p_min_lease_ms bigint,
   OUT outcome integer, OUT expires_in_us bigint)
 LANGUAGE plpgsql AS $$
@@ -199,7 +212,9 @@ BEGIN
     WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now
       AND s.acquired_at + p_min_lease_ms * interval '1 millisecond' <= v_now;
   IF FOUND THEN
-    PERFORM pg_notify('__C__', p_key);
+    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+      PERFORM pg_notify('__C__', p_key);
+    END IF;
     outcome := 1;
     RETURN;
   END IF;
@@ -212,7 +227,9 @@ BEGIN
     outcome := 0;
     RETURN;
   END IF;
-  PERFORM pg_notify('__C__', p_key);
+  IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+    PERFORM pg_notify('__C__', p_key);
+  END IF;
   outcome := 2;
   expires_in_us := __S__.__P__micros(v_keep) - __S__.__P__micros(v_now);
 END $$;
