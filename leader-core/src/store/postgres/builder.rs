@@ -187,7 +187,9 @@ impl PostgresStoreBuilder {
                 (pool, *config, connector, description)
             }
         };
-        let releases = NotifyHub::new(config, connector, &names);
+        // Half the command timeout, so a silent LISTEN connection leaves the waiter time to
+        // make its first attempt within the store's own timeout for the watch.
+        let releases = NotifyHub::new(config, connector, &names, self.command_timeout / 2);
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,

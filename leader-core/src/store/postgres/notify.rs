@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use deadpool_postgres::tokio_postgres::types::ToSql;
 use deadpool_postgres::tokio_postgres::{self, AsyncMessage, Client};
 use futures_util::StreamExt;
 use tokio::sync::{Mutex, OnceCell};
@@ -33,6 +32,8 @@ struct HubInner {
     channel: String,
     announce_sql: String,
     withdraw_sql: String,
+    /// How long an announcement or withdrawal may take before the hub gives up on it.
+    announce_timeout: Duration,
     waiters: Arc<Watchers>,
     /// Made with the first waiter: the listening connection and the groups announced on
     /// it, under one lock, so announcements, withdrawals and a reconnection's
@@ -48,7 +49,14 @@ struct Announced {
 }
 
 impl NotifyHub {
-    pub(crate) fn new(config: tokio_postgres::Config, connector: Connector, names: &Names) -> Self {
+    /// `announce_timeout` bounds each announcement: a listening connection that does not
+    /// answer only slows waiters (they wake at the nearest expiry), never fails them.
+    pub(crate) fn new(
+        config: tokio_postgres::Config,
+        connector: Connector,
+        names: &Names,
+        announce_timeout: Duration,
+    ) -> Self {
         NotifyHub {
             inner: Arc::new(HubInner {
                 config,
@@ -56,6 +64,7 @@ impl NotifyHub {
                 channel: names.channel.clone(),
                 announce_sql: names.announce_sql.clone(),
                 withdraw_sql: names.withdraw_sql.clone(),
+                announce_timeout,
                 waiters: Arc::default(),
                 listening: OnceCell::new(),
                 shutdown: CancellationToken::new(),
@@ -81,9 +90,7 @@ impl NotifyHub {
         let withdraw = Withdraw { hub: Arc::downgrade(&self.inner), key: key.to_owned() };
         if first {
             let client = announced.client.clone();
-            if let Err(error) = client.execute(&self.inner.announce_sql, &[&key]).await {
-                tracing::debug!(%error, group = key, "PostgreSQL: announcing waiters failed");
-            }
+            self.inner.run(&client, &self.inner.announce_sql, key).await;
         }
         drop(announced);
         Ok(watch.holding(withdraw))
@@ -110,6 +117,23 @@ impl Drop for NotifyHub {
     }
 }
 
+impl HubInner {
+    /// Announces or withdraws the waiters of `key` (`sql`) on `client`, within
+    /// `announce_timeout`. A failure is only logged: waiters still wake at the nearest
+    /// expiry, and a new connection announces every watched group again.
+    async fn run(&self, client: &Client, sql: &str, key: &str) {
+        let outcome =
+            tokio::time::timeout(self.announce_timeout, client.execute(sql, &[&key])).await;
+        match outcome {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::debug!(%error, group = key, sql, "PostgreSQL LISTEN connection")
+            }
+            Err(_) => tracing::debug!(group = key, sql, "PostgreSQL LISTEN connection: no answer"),
+        }
+    }
+}
+
 /// Kept by a [`ReleaseWatch`]: when the last local waiter of a group goes, the group's
 /// announcement is withdrawn (in a task, since a drop cannot wait for the server).
 struct Withdraw {
@@ -133,9 +157,8 @@ impl Drop for Withdraw {
                 return;
             }
             announced.waiters.remove(&key);
-            if let Err(error) = announced.client.execute(&hub.withdraw_sql, &[&key]).await {
-                tracing::debug!(%error, group = key, "PostgreSQL: withdrawing waiters failed");
-            }
+            let client = announced.client.clone();
+            hub.run(&client, &hub.withdraw_sql, &key).await;
         });
     }
 }
@@ -184,11 +207,7 @@ async fn keep_listening(hub: Weak<HubInner>, first: Listening) {
                 if let Some(announced) = strong.listening.get() {
                     let mut announced = announced.lock().await;
                     for key in announced.waiters.keys() {
-                        let params: [&(dyn ToSql + Sync); 1] = [key];
-                        let announce = listening.client.execute(&strong.announce_sql, &params);
-                        if let Err(error) = announce.await {
-                            tracing::debug!(%error, group = key, "PostgreSQL: announcing waiters failed");
-                        }
+                        strong.run(&listening.client, &strong.announce_sql, key).await;
                     }
                     announced.client = listening.client.clone();
                 }
