@@ -34,6 +34,8 @@ pub struct Proxy {
     pub port: u16,
     fault: watch::Sender<Fault>,
     connections: Arc<Mutex<CancellationToken>>,
+    /// Cancelled by [`freeze`](Self::freeze): the connections open then carry nothing more.
+    frozen: Arc<Mutex<CancellationToken>>,
     stop: CancellationToken,
 }
 
@@ -45,7 +47,9 @@ impl Proxy {
         let fault = watch::Sender::new(Fault::None);
         let stop = CancellationToken::new();
         let connections = Arc::new(Mutex::new(stop.child_token()));
+        let frozen = Arc::new(Mutex::new(CancellationToken::new()));
         let (faults, stopped, live) = (fault.clone(), stop.clone(), connections.clone());
+        let freezes = frozen.clone();
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -54,10 +58,11 @@ impl Proxy {
                 };
                 let Ok((client, _)) = accepted else { return };
                 let cut = live.lock().await.child_token();
-                tokio::spawn(carry(client, upstream, faults.subscribe(), cut));
+                let freeze = freezes.lock().await.clone();
+                tokio::spawn(carry(client, upstream, faults.subscribe(), cut, freeze));
             }
         });
-        Proxy { port, fault, connections, stop }
+        Proxy { port, fault, connections, frozen, stop }
     }
 
     /// The URL clients connect to.
@@ -74,6 +79,15 @@ impl Proxy {
     /// client's connection is closed.
     pub fn drop_replies(&self, drop: bool) {
         self.set(if drop { Fault::DropReplies } else { Fault::None });
+    }
+
+    /// The connections open now go silent for good, both ways, and stay open: what a
+    /// firewall or NAT that dropped an idle connection's state does (neither side hears a
+    /// thing until its own timeout). New connections are carried as before.
+    pub async fn freeze(&self) {
+        let mut frozen = self.frozen.lock().await;
+        frozen.cancel();
+        *frozen = CancellationToken::new();
     }
 
     /// Closes every open connection at once; new ones are carried as before.
@@ -96,6 +110,7 @@ async fn carry(
     upstream: u16,
     mut fault: watch::Receiver<Fault>,
     cut: CancellationToken,
+    frozen: CancellationToken,
 ) {
     // A black hole answers no new connection either.
     let opened = tokio::select! {
@@ -109,8 +124,8 @@ async fn carry(
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     tokio::select! {
-        () = pump(client_read, server_write, fault.clone(), false) => {}
-        () = pump(server_read, client_write, fault, true) => {}
+        () = pump(client_read, server_write, fault.clone(), false, frozen.clone()) => {}
+        () = pump(server_read, client_write, fault, true, frozen) => {}
         () = cut.cancelled() => {}
     }
 }
@@ -121,13 +136,19 @@ async fn pump(
     to: OwnedWriteHalf,
     mut fault: watch::Receiver<Fault>,
     replies: bool,
+    frozen: CancellationToken,
 ) {
     // A writer task delivers each chunk at its due time, so latency keeps pipelining.
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let frozen_writer = frozen.clone();
     let writer = async move {
         let mut to = to;
         while let Some((at, chunk)) = due.recv().await {
             tokio::time::sleep_until(at).await;
+            if frozen_writer.is_cancelled() {
+                // Silent for good, and open: the socket is kept, nothing is written.
+                std::future::pending::<()>().await;
+            }
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
@@ -144,6 +165,8 @@ async fn pump(
                 },
                 // A black hole that starts while we wait for bytes: stop reading at once.
                 _ = fault.changed() => continue,
+                // Frozen: read nothing more, and keep the socket open.
+                () = frozen.cancelled() => std::future::pending::<usize>().await,
             };
             let delay = match current {
                 Fault::DropReplies if replies => return, // lost, and the connection with it
