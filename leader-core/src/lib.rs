@@ -17,6 +17,7 @@ pub mod __private {
     pub use crate::private::*;
 }
 
+mod backoff;
 mod channel;
 mod default_store;
 mod duration;

@@ -4,6 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::{
     Error, LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease, LeaseStore,
     default_holder_id, default_store,
@@ -97,7 +98,7 @@ where
         LeaderGroupElector::from_shared_store(store.clone(), elector_options)
     };
     let mut body = Some(body);
-    let mut pause = Duration::from_millis(50);
+    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(1));
     let mut wait_left = wait;
     loop {
         // The body runs at most once: an attempt that fails before a grant leaves it here.
@@ -117,8 +118,7 @@ where
             group = name, %error, ?wait_left,
             "store failed; trying again until wait_time is over, as on_store_error = \"skip\" asks"
         );
-        tokio::time::sleep(pause.min(wait_left)).await;
-        pause = (pause * 2).min(Duration::from_secs(1));
+        tokio::time::sleep(backoff.next_pause().min(wait_left)).await;
         wait_left = deadline.saturating_duration_since(tokio::time::Instant::now());
     }
 }
