@@ -155,7 +155,7 @@ impl PostgresStoreBuilder {
         let names = Names::new(&self.schema, &self.table_prefix)?;
         let (pool, config, connector, description) = match self.target {
             Target::Url(url) => {
-                let config: tokio_postgres::Config = url.parse().map_err(|error| {
+                let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
                     Error::invalid_option(
                         "url",
                         redact(&url),
@@ -165,6 +165,7 @@ impl PostgresStoreBuilder {
                     )
                 })?;
                 let connector = tls::connector(&config, &redact(&url), &self.tls_roots)?;
+                pin_session(&mut config, command_timeout);
                 #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
                 let manager = Manager::from_config(
                     config.clone(),
@@ -181,18 +182,23 @@ impl PostgresStoreBuilder {
                 let description = format!("postgres {}", describe_config(&config));
                 (pool, config, connector, description)
             }
-            Target::Pool(pool, config) => {
+            Target::Pool(pool, mut config) => {
                 let description = format!("postgres pool ({})", describe_config(&config));
                 let connector = tls::connector(&config, &description, &self.tls_roots)?;
+                // Only the LISTEN connection is the store's own here; the pool's sessions
+                // keep the application's settings (a serialization failure is retried).
+                pin_session(&mut config, command_timeout);
                 (pool, *config, connector, description)
             }
         };
         // Half the command timeout, so a silent LISTEN connection leaves the waiter time to
         // make its first attempt within the store's own timeout for the watch.
-        let releases = NotifyHub::new(config, connector, &names, self.command_timeout / 2);
+        #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
+        let releases = NotifyHub::new(config, connector.clone(), &names, command_timeout);
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
+                connector,
                 names,
                 command_timeout,
                 schema_ready: OnceCell::new(),
@@ -207,6 +213,31 @@ impl PostgresStoreBuilder {
         let store = self.build()?;
         store.migrate().await?;
         Ok(store)
+    }
+}
+
+/// Settings every connection the store makes starts its session with, whatever the role
+/// or database sets (startup options take precedence over `ALTER ROLE … SET`):
+/// - `READ COMMITTED`: each operation is one statement that must see the latest commit
+///   once it holds the group's lock (a `REPEATABLE READ` or `SERIALIZABLE` default would
+///   make contention a serialization failure);
+/// - a `statement_timeout` below the command timeout, so a statement whose caller gave up
+///   ends on the server too, even when the cancel request is lost;
+/// - unless the URL sets one, a connect timeout of the command timeout.
+fn pin_session(config: &mut tokio_postgres::Config, command_timeout: Duration) {
+    let statement_timeout = (command_timeout.as_millis() * 9 / 10).max(1);
+    let mut options = config.get_options().unwrap_or_default().to_owned();
+    if !options.is_empty() {
+        options.push(' ');
+    }
+    options.push_str(&format!(
+        "-c default_transaction_isolation=read\\ committed -c statement_timeout={statement_timeout}"
+    ));
+    config.options(&options);
+    // A connection attempt that gets no answer (a black hole) fails like a statement would,
+    // rather than after the system's TCP timeout (minutes).
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(command_timeout);
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`PostgresStore`]: leader groups in PostgreSQL, with durable grants and NOTIFY wake-ups.
 
 mod builder;
+mod error_class;
 mod notify;
 mod schema;
 mod tls;
@@ -12,13 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use deadpool_postgres::tokio_postgres::error::SqlState;
 use deadpool_postgres::tokio_postgres::types::ToSql;
 use deadpool_postgres::tokio_postgres::{self, Row};
 use tokio::sync::OnceCell;
 
+use self::error_class::Class;
 use self::notify::NotifyHub;
-use self::schema::Names;
+use self::schema::{MAX_KEY_BYTES, Names};
+use self::tls::Connector;
 use super::{
     AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome, SlotInfo,
@@ -60,6 +62,9 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: deadpool_postgres::Pool,
+    /// What the pool's connections are made with, for the cancel request of a statement
+    /// that timed out.
+    connector: Connector,
     names: Names,
     command_timeout: Duration,
     /// Made once per store, on first use (or by `migrate`).
@@ -98,10 +103,19 @@ impl PostgresStore {
             .schema_ready
             .get_or_try_init(|| async {
                 let client = self.client("migrate").await?;
-                let migrate = schema::migrate(&client, &self.inner.names);
-                match tokio::time::timeout(self.inner.command_timeout * 4, migrate).await {
+                let bound = self.inner.command_timeout * 4;
+                let migrate = schema::migrate(&client, &self.inner.names, bound);
+                match tokio::time::timeout(bound, migrate).await {
                     Ok(result) => result,
-                    Err(_) => Err(self.timeout("migrate")),
+                    Err(_) => {
+                        self.cancel(&client, "migrate");
+                        drop(deadpool_postgres::Object::take(client));
+                        Err(Error::Timeout {
+                            store: "postgres",
+                            operation: "migrate",
+                            after: bound,
+                        })
+                    }
                 }
             })
             .await
@@ -121,8 +135,14 @@ impl PostgresStore {
         Error::Timeout { store: "postgres", operation, after: self.inner.command_timeout }
     }
 
-    /// Runs one statement, retried once on a new connection if the connection it used was
-    /// broken (every statement is idempotent for its token).
+    /// Runs one statement within one deadline of the command timeout, retries included:
+    /// once on a new connection if the one it used was broken, and again at once (after
+    /// 1 ms, doubling) while the server rolled it back for a reason that passes by itself
+    /// (see [`Class::Retry`]). Every statement is idempotent for its token.
+    ///
+    /// A statement that outlives the deadline is cancelled on the server (a cancel request)
+    /// and its connection closed, so it never grants a slot after its caller gave up; the
+    /// store's own connections also carry a `statement_timeout` below the command timeout.
     async fn query(
         &self,
         call: Call<'_>,
@@ -131,10 +151,9 @@ impl PostgresStore {
         if self.inner.schema_ready.get().is_none() {
             self.schema_ready().await?;
         }
-        let mut retried = false;
+        let deadline = tokio::time::Instant::now() + self.inner.command_timeout;
+        let (mut reconnected, mut pause) = (false, Duration::from_millis(1));
         loop {
-            // One deadline for the connection and the statement: one timer per call.
-            let deadline = tokio::time::Instant::now() + self.inner.command_timeout;
             let client = match tokio::time::timeout_at(deadline, self.inner.pool.get()).await {
                 Ok(Ok(client)) => client,
                 Ok(Err(error)) => return Err(pool_error(call.operation, error)),
@@ -148,6 +167,7 @@ impl PostgresStore {
                 Ok(Ok(rows)) => return Ok(rows),
                 Ok(Err(error)) => error,
                 Err(_) => {
+                    self.cancel(&client, call.operation);
                     // A connection that does not answer is not given back to the pool.
                     drop(deadpool_postgres::Object::take(client));
                     return Err(self.timeout(call.operation));
@@ -157,56 +177,46 @@ impl PostgresStore {
             if broken {
                 drop(deadpool_postgres::Object::take(client));
             }
-            if broken && !retried {
-                tracing::warn!(operation = call.operation, %error, "broken PostgreSQL connection; retrying on a new one");
-                retried = true;
-                continue;
+            match error_class::class(&error) {
+                Class::Retry if tokio::time::Instant::now() + pause < deadline => {
+                    tracing::debug!(operation = call.operation, %error, "rolled back; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                _ if broken && !reconnected => {
+                    tracing::warn!(operation = call.operation, %error, "broken PostgreSQL connection; retrying on a new one");
+                    reconnected = true;
+                }
+                _ => return Err(error_class::to_error(call.operation, error)),
             }
-            return Err(query_error(call.operation, error, broken));
         }
     }
+
+    /// Asks the server to cancel what `client` runs (in a task: the caller has given up
+    /// already), so a statement waiting for a group's lock does not grant a slot later.
+    fn cancel(&self, client: &deadpool_postgres::Object, operation: &'static str) {
+        #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
+        let (token, connector) = (client.cancel_token(), self.inner.connector.clone());
+        let bound = self.inner.command_timeout;
+        tokio::spawn(async move {
+            match tokio::time::timeout(bound, token.cancel_query(connector)).await {
+                Ok(Ok(())) => tracing::debug!(operation, "cancelled a statement that timed out"),
+                Ok(Err(error)) => {
+                    tracing::debug!(operation, %error, "could not cancel a statement that timed out")
+                }
+                Err(_) => tracing::debug!(operation, "no answer to the cancel request"),
+            }
+        });
+    }
 }
 
-/// Why no connection could be had.
+/// Why no connection could be had: the server's answer is classed as any other (a wrong
+/// password or a missing database is permanent), a failure to reach it is transient.
 fn pool_error(operation: &'static str, error: deadpool_postgres::PoolError) -> Error {
     if let deadpool_postgres::PoolError::Backend(error) = error {
-        return query_error(operation, error, true);
+        return error_class::to_error(operation, error);
     }
     Error::Unavailable { store: "postgres", operation, source: Box::new(error) }
-}
-
-/// A failed statement: unreachable, read-only (a standby) and overloaded servers are
-/// transient; everything else (a missing privilege, a wrong table) is a store error that
-/// names the cause.
-fn query_error(operation: &'static str, error: tokio_postgres::Error, broken: bool) -> Error {
-    let transient = broken
-        || error.as_db_error().is_none()
-        || matches!(
-            error.code(),
-            Some(
-                &SqlState::READ_ONLY_SQL_TRANSACTION
-                    | &SqlState::ADMIN_SHUTDOWN
-                    | &SqlState::CRASH_SHUTDOWN
-                    | &SqlState::CANNOT_CONNECT_NOW
-                    | &SqlState::TOO_MANY_CONNECTIONS
-                    | &SqlState::T_R_SERIALIZATION_FAILURE
-                    | &SqlState::T_R_DEADLOCK_DETECTED
-            )
-        );
-    if transient {
-        // The server's own message ("cannot execute INSERT in a read-only transaction")
-        // as the source, rather than the client's bare "db error".
-        let source: crate::BoxError = match error.as_db_error() {
-            Some(_) => error.into_source().unwrap_or_else(|| "db error".into()),
-            None => Box::new(error),
-        };
-        return Error::Unavailable { store: "postgres", operation, source };
-    }
-    let message = match error.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => error.to_string(),
-    };
-    Error::Store { store: "postgres", operation, message }
 }
 
 /// Microseconds since the Unix epoch, as the functions return times.
@@ -239,6 +249,20 @@ impl LeaseStore for PostgresStore {
                 "max_leaders",
                 request.max_leaders,
                 format!("must be between 1 and {}", i32::MAX),
+            ));
+        }
+        if request.key.len() > MAX_KEY_BYTES {
+            return Err(Error::invalid_option(
+                "key",
+                format!(
+                    "{}… ({} bytes)",
+                    request.key.chars().take(32).collect::<String>(),
+                    request.key.len()
+                ),
+                format!(
+                    "must be at most {MAX_KEY_BYTES} bytes with PostgresStore (a slot's index \
+                     entry and a release's NOTIFY payload hold the key)"
+                ),
             ));
         }
         let sql = &self.inner.names.acquire_sql;
@@ -348,7 +372,7 @@ impl LeaseStore for PostgresStore {
         let watch = self.inner.releases.watch(key);
         match tokio::time::timeout(self.inner.command_timeout, watch).await {
             Ok(Ok(watch)) => Ok(watch),
-            Ok(Err(error)) => Err(query_error("watch", error, true)),
+            Ok(Err(error)) => Err(error_class::to_error("watch", error)),
             Err(_) => Err(self.timeout("watch")),
         }
     }

@@ -10,8 +10,133 @@ use crate::Error;
 const SCHEMA_SQL: &str = include_str!("schema.sql");
 
 /// The version of [`SCHEMA_SQL`], kept as the comment of the acquire function: a store
-/// finds it there and migrates nothing. Bump it when the schema text changes.
-const SCHEMA_VERSION: &str = "leader-core schema 5";
+/// finds it there and migrates nothing. Bump it when the schema text changes, and record
+/// the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until both are done).
+const SCHEMA_VERSION: &str = "leader-core schema 6";
+
+/// Each schema version with the FNV-1a digest of its text (`digest(SCHEMA_SQL)`): the test
+/// `the_schema_text_changes_only_with_its_version` fails when the text changes and the
+/// version does not, since a database migrated by a build in between would otherwise
+/// keep that build's functions for good.
+#[cfg(test)]
+const SCHEMA_DIGESTS: &[(&str, u64)] =
+    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 12273267866310745701)];
+
+/// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` bytes); a longer `LISTEN`
+/// channel is silently truncated, and `pg_notify` refuses it.
+const MAX_IDENTIFIER: usize = 63;
+
+/// The longest group key the store takes, in bytes: a slot's primary key (key, token) must
+/// fit a B-tree index entry (2,704 bytes with PostgreSQL's default 8 kB pages, less for a
+/// key that does not compress), and a release notifies with the key as its payload
+/// (under 8,000 bytes).
+pub(crate) const MAX_KEY_BYTES: usize = 2048;
+
+/// Words PostgreSQL reserves (`pg_get_keywords()`, categories R and T, up to version 17):
+/// none can be a schema name without quotes, and the store's names are never quoted.
+const RESERVED: &[&str] = &[
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "system_user",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+];
 
 /// Every name the store uses, checked to be plain identifiers (so they need no quoting),
 /// and the statements built from them.
@@ -51,23 +176,28 @@ const SHAPE: [(&str, &[(&str, &str)]); 2] = [
 impl Names {
     /// The names for tables `{prefix}groups` and `{prefix}slots` in `schema`.
     pub(crate) fn new(schema: &str, prefix: &str) -> Result<Self, Error> {
-        check_identifier("schema", schema, 63, false)?;
-        // Leaves room for the longest name made from it, `{prefix}last_fence`-sized ones.
+        check_identifier("schema", schema, MAX_IDENTIFIER, false)?;
+        if RESERVED.contains(&schema) {
+            return Err(Error::invalid_option(
+                "schema",
+                schema,
+                "is a word PostgreSQL reserves; choose another name (for example `leader`)",
+            ));
+        }
+        // Leaves room for the longest name made from it (`{prefix}lock_key`, and the
+        // `{prefix}groups_pkey` index) within PostgreSQL's 63 bytes.
         check_identifier("table_prefix", prefix, 40, true)?;
         let qualified = |name: &str| format!("{schema}.{prefix}{name}");
         Ok(Names {
-            channel: format!("{schema}_{prefix}released"),
+            channel: channel(schema, prefix),
             acquire_sql: acquire_sql(&qualified),
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
-            announce_sql: format!(
-                "SELECT pg_advisory_lock_shared({}(), hashtext($1))",
-                qualified("wait_class")
-            ),
+            announce_sql: format!("SELECT pg_advisory_lock_shared({}($1))", qualified("wait_key")),
             withdraw_sql: format!(
-                "SELECT pg_advisory_unlock_shared({}(), hashtext($1))",
-                qualified("wait_class")
+                "SELECT pg_advisory_unlock_shared({}($1))",
+                qualified("wait_key")
             ),
             list_sql: format!(
                 "SELECT key FROM {} WHERE starts_with(key, $1) AND right(key, length($2)) = $2 \
@@ -91,6 +221,26 @@ impl Names {
             .replace("__C__", &self.channel)
             .replace("__V__", SCHEMA_VERSION)
     }
+}
+
+/// The NOTIFY channel of the tables in `schema` with `prefix`: `{schema}_{prefix}released`
+/// when that fits PostgreSQL's 63 bytes, otherwise `leader_released_` and 16 hex digits
+/// of the pair's FNV-1a digest (a channel is database-wide, so two stores' tables never
+/// share one).
+fn channel(schema: &str, prefix: &str) -> String {
+    let readable = format!("{schema}_{prefix}released");
+    if readable.len() <= MAX_IDENTIFIER {
+        return readable;
+    }
+    format!("leader_released_{:016x}", digest(&format!("{schema}.{prefix}")))
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms (unlike `std`'s hasher), for the
+/// names every process of a deployment must derive alike.
+fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The acquire statement: a full group (or one under another `max_leaders`) is answered in
@@ -147,9 +297,16 @@ fn check_identifier(
 
 /// Creates what is missing, under a transaction-scoped advisory lock so that processes
 /// starting together do it one at a time, then checks the tables' shape.
-pub(crate) async fn migrate(client: &Client, names: &Names) -> Result<(), Error> {
+///
+/// The store's connections carry a `statement_timeout` for its one-statement operations;
+/// the migration sets its own, `bound`.
+pub(crate) async fn migrate(
+    client: &Client,
+    names: &Names,
+    bound: std::time::Duration,
+) -> Result<(), Error> {
     let failed = |error: deadpool_postgres::tokio_postgres::Error| {
-        super::query_error("migrate", error, false)
+        super::error_class::to_error("migrate", error)
     };
     // The shape first: CREATE TABLE IF NOT EXISTS keeps a table of another shape, and the
     // functions would then fail on every call.
@@ -171,6 +328,7 @@ pub(crate) async fn migrate(client: &Client, names: &Names) -> Result<(), Error>
     };
     let script = format!(
         "BEGIN;\n\
+         SET LOCAL statement_timeout = {bound_ms};\n\
          SELECT pg_advisory_xact_lock(hashtext('leader-core migrate {schema}.{prefix}'));\n\
          {create_schema}\n\
          {body}\n\
@@ -178,6 +336,7 @@ pub(crate) async fn migrate(client: &Client, names: &Names) -> Result<(), Error>
         schema = names.schema,
         prefix = names.prefix,
         body = names.schema_sql(),
+        bound_ms = bound.as_millis().max(1),
     );
     if let Err(error) = client.batch_execute(&script).await {
         let _ = client.batch_execute("ROLLBACK").await;
@@ -193,7 +352,7 @@ async fn current_version(client: &Client, names: &Names) -> Result<Option<String
     let row = client
         .query_one("SELECT obj_description(to_regprocedure($1), 'pg_proc')", &[&function])
         .await
-        .map_err(|error| super::query_error("migrate", error, false))?;
+        .map_err(|error| super::error_class::to_error("migrate", error))?;
     Ok(row.get(0))
 }
 
@@ -209,7 +368,7 @@ async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
                 &[&names.schema, &table],
             )
             .await
-            .map_err(|error| super::query_error("migrate", error, false))?;
+            .map_err(|error| super::error_class::to_error("migrate", error))?;
         if rows.is_empty() {
             continue;
         }
@@ -244,6 +403,56 @@ async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_text_changes_only_with_its_version() {
+        let (version, recorded) = SCHEMA_DIGESTS.last().copied().expect("a recorded digest");
+        let current = digest(SCHEMA_SQL);
+        assert_eq!(
+            (version, recorded),
+            (SCHEMA_VERSION, current),
+            "schema.sql changed: bump SCHEMA_VERSION and record ({SCHEMA_VERSION:?}, {current}) \
+             as a new last entry of SCHEMA_DIGESTS"
+        );
+        for (i, (version, digest)) in SCHEMA_DIGESTS.iter().enumerate() {
+            for (other_version, other_digest) in &SCHEMA_DIGESTS[i + 1..] {
+                assert_ne!(version, other_version, "one digest per version");
+                assert_ne!(digest, other_digest, "{other_version} changed nothing");
+            }
+        }
+    }
+
+    #[test]
+    fn every_derived_name_fits_at_the_limits() {
+        let (schema, prefix) = ("s".repeat(63), "p".repeat(40));
+        let names = Names::new(&schema, &prefix).unwrap();
+        assert!(names.channel.len() <= MAX_IDENTIFIER, "{}", names.channel);
+        assert!(names.channel.starts_with("leader_released_"), "{}", names.channel);
+        let other = Names::new(&schema, &"q".repeat(40)).unwrap();
+        assert_ne!(names.channel, other.channel, "two stores' channels");
+        for name in ["groups_pkey", "lock_key", "wait_key", "release", "acquire"] {
+            assert!(prefix.len() + name.len() <= MAX_IDENTIFIER, "{prefix}{name}");
+        }
+        let err = Names::new(&"s".repeat(64), "leader_").unwrap_err().to_string();
+        assert!(err.contains("at most 63 bytes"), "{err}");
+        let err = Names::new("public", &"p".repeat(41)).unwrap_err().to_string();
+        assert!(err.contains("at most 40 bytes"), "{err}");
+        // A short pair keeps the readable channel.
+        assert_eq!(Names::new("jobs", "x_").unwrap().channel, "jobs_x_released");
+    }
+
+    #[test]
+    fn a_reserved_word_is_refused_as_a_schema() {
+        for word in ["order", "user", "select", "table"] {
+            let err = Names::new(word, "leader_").unwrap_err().to_string();
+            assert!(err.starts_with(&format!("invalid `schema` \"{word}\"")), "{err}");
+            assert!(err.contains("reserves"), "{err}");
+        }
+        // Words PostgreSQL does not reserve are fine, and so is a reserved word as a
+        // prefix (every name made from it is qualified by the schema).
+        assert!(Names::new("state", "leader_").is_ok());
+        assert!(Names::new("public", "").is_ok());
+    }
 
     #[test]
     fn names_are_plain_identifiers() {

@@ -9,7 +9,7 @@
 -- contended group are refused, and a plpgsql call costs about as much again as the look.
 --
 -- Concurrency. Every write to a group is made under the group's transaction-scoped
--- advisory lock (__P__lock_class(), hashtext(key)), so its writers take turns; readers never
+-- advisory lock (__P__lock_key(key), 64 bits), so its writers take turns; readers never
 -- wait. An acquire looks at the group from a snapshot first, and only if a slot looked free
 -- takes the lock and looks again, so a refusal writes nothing (no row lock, no transaction
 -- id, no WAL). A grant moves the group's fence only from the value its look saw: a grant
@@ -40,24 +40,33 @@ DROP FUNCTION IF EXISTS __S__.__P__grant(text, text, text, bigint, integer, bool
 DROP FUNCTION IF EXISTS __S__.__P__renew(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__release(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__state(text);
+DROP FUNCTION IF EXISTS __S__.__P__lock_class();
+DROP FUNCTION IF EXISTS __S__.__P__wait_class();
 
 CREATE OR REPLACE FUNCTION __S__.__P__micros(t timestamptz) RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
 -- (STABLE, as extract on a timestamptz is: so the planner inlines it into each caller.)
 
--- The first key of every group's advisory lock (its second is hashtext(key)).
-CREATE OR REPLACE FUNCTION __S__.__P__lock_class() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core __S__.__P__groups') $$;
+-- The key of a group's advisory lock: 64 bits (hashtextextended), so two groups share a
+-- lock only by a 64-bit collision (32-bit hashtext collides for names as plain as
+-- 'leader:job-28633' and 'leader:job-42639', and two unrelated groups then wait on each
+-- other). Seeded per store, so the tables of two stores never share one either.
+CREATE OR REPLACE FUNCTION __S__.__P__lock_key(p_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT hashtextextended(p_key, hashtext('leader-core __S__.__P__groups'))
+$$;
 
--- The first key of the advisory lock that says someone waits for a group's releases: a
--- store's LISTEN connection holds it in shared mode for every group it has waiters of. A
--- release (or a shortening renewal) sends NOTIFY only when it cannot take that lock
--- exclusively: PostgreSQL serialises every committing transaction that sent a NOTIFY,
--- across the cluster, through its WAL flush, so one sent when nobody waits costs every
--- other release. (A waiter announcing itself while a release holds the lock waits for
--- that release's commit, then finds its slot free.)
-CREATE OR REPLACE FUNCTION __S__.__P__wait_class() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT hashtext('leader-core waiting __S__.__P__groups') $$;
+-- The key of the advisory lock that says someone waits for a group's releases: a store's
+-- LISTEN connection holds it in shared mode for every group it has waiters of. A release
+-- (or a shortening renewal) sends NOTIFY only when it cannot take that lock exclusively:
+-- PostgreSQL serialises every committing transaction that sent a NOTIFY, across the
+-- cluster, through its WAL flush, so one sent when nobody waits costs every other release.
+-- (A waiter announcing itself while a release holds the lock waits for that release's
+-- commit, then finds its slot free.)
+CREATE OR REPLACE FUNCTION __S__.__P__wait_key(p_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT hashtextextended(p_key, hashtext('leader-core waiting __S__.__P__groups'))
+$$;
 
 -- grant: the acquire operation, answered as an array (a scalar, so the caller's statement
 -- needs no function scan): [outcome, fence, acquired_us, expires_us, now_us, existing_max],
@@ -86,7 +95,7 @@ BEGIN
   -- max_leaders is answered from either look and writes nothing.
   FOR v_look IN CASE WHEN p_looked THEN 2 ELSE 1 END..2 LOOP
     IF v_look = 2 THEN
-      PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
+      PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
     END IF;
     v_now := clock_timestamp();
     SELECT count(*) FILTER (WHERE s.expires_at > v_now),
@@ -167,8 +176,11 @@ BEGIN
     RAISE EXCEPTION 'cannot renew a slot on a read-only server'
       USING ERRCODE = 'read_only_sql_transaction';
   END IF;
-  PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
+  PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
   v_now := clock_timestamp();
+  -- Every write takes the group's expired slots with it, so a group nobody uses any more
+  -- keeps only its row (its max_leaders and last fence), whichever write was its last.
+  DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;
   SELECT s.expires_at INTO v_old FROM __S__.__P__slots AS s
     WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now;
   IF NOT FOUND THEN
@@ -179,7 +191,7 @@ BEGIN
   v_new := v_now + p_lease_ms * interval '1 millisecond';
   UPDATE __S__.__P__slots AS s SET expires_at = v_new WHERE s.key = p_key AND s.token = v_token;
   IF v_new < v_old THEN
-    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_key(p_key)) THEN
       PERFORM pg_notify('__C__', p_key);
     END IF;
   END IF;
@@ -190,7 +202,7 @@ END $$;
 
 -- release: outcome 1 released, 2 kept until the minimum lease ends (expires_in_us), 0 not
 -- held. Wakes the group's waiters (NOTIFY, sent at commit) when it frees or shortens a slot
--- and some store announced waiters of the group (see wait_class).
+-- and some store announced waiters of the group (see wait_key).
 CREATE OR REPLACE FUNCTION __S__.__P__release(p_key text, p_token text, p_min_lease_ms bigint,
   OUT outcome integer, OUT expires_in_us bigint)
 LANGUAGE plpgsql AS $$
@@ -205,14 +217,17 @@ BEGIN
     RAISE EXCEPTION 'cannot release a slot on a read-only server'
       USING ERRCODE = 'read_only_sql_transaction';
   END IF;
-  PERFORM pg_advisory_xact_lock(__S__.__P__lock_class(), hashtext(p_key));
+  PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
   v_now := clock_timestamp();
+  -- Every write takes the group's expired slots with it, so a group nobody uses any more
+  -- keeps only its row (its max_leaders and last fence), whichever write was its last.
+  DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;
   -- Past its minimum lease (the usual case): deleted at once.
   DELETE FROM __S__.__P__slots AS s
     WHERE s.key = p_key AND s.token = v_token AND s.expires_at > v_now
       AND s.acquired_at + p_min_lease_ms * interval '1 millisecond' <= v_now;
   IF FOUND THEN
-    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+    IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_key(p_key)) THEN
       PERFORM pg_notify('__C__', p_key);
     END IF;
     outcome := 1;
@@ -227,7 +242,7 @@ BEGIN
     outcome := 0;
     RETURN;
   END IF;
-  IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_class(), hashtext(p_key)) THEN
+  IF NOT pg_try_advisory_xact_lock(__S__.__P__wait_key(p_key)) THEN
     PERFORM pg_notify('__C__', p_key);
   END IF;
   outcome := 2;

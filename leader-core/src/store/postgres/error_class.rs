@@ -1,0 +1,116 @@
+//! What a PostgreSQL failure means for the caller, decided by its SQLSTATE in one table.
+
+use deadpool_postgres::tokio_postgres::{self, error::SqlState};
+
+use crate::Error;
+
+/// How the store treats a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// The statement was rolled back and the same call may simply be made again at once
+    /// (a serialization failure or deadlock, a lock or statement timeout the role set).
+    Retry,
+    /// The server cannot answer now (shutting down, starting, a standby, overloaded, the
+    /// connection lost): a transient [`Error::Unavailable`].
+    Unavailable,
+    /// Only a change of configuration helps (a wrong password, a missing database or
+    /// privilege, a wrong table): a permanent [`Error::Store`] naming the cause.
+    Permanent,
+}
+
+/// The SQLSTATEs (and classes, by their first two characters) that are not permanent.
+/// Everything else the server answers is [`Class::Permanent`].
+const TABLE: &[(&str, Class)] = &[
+    // Class 40: the transaction was rolled back (40001 serialization_failure, for
+    // REPEATABLE READ and SERIALIZABLE sessions; 40P01 deadlock_detected).
+    ("40001", Class::Retry),
+    ("40P01", Class::Retry),
+    // A `lock_timeout` or `statement_timeout` the role or database set: contention.
+    ("55P03", Class::Retry),
+    ("57014", Class::Retry),
+    // Class 08: connection exceptions.
+    ("08", Class::Unavailable),
+    // A read-only transaction: a hot standby, or a primary being demoted.
+    ("25006", Class::Unavailable),
+    // Class 53: insufficient resources (too many connections, out of memory, disk full).
+    ("53", Class::Unavailable),
+    // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up),
+    // 57P05 idle_session_timeout.
+    ("57P01", Class::Unavailable),
+    ("57P02", Class::Unavailable),
+    ("57P03", Class::Unavailable),
+    ("57P05", Class::Unavailable),
+    // Class 58: system errors (I/O) outside PostgreSQL.
+    ("58", Class::Unavailable),
+];
+
+/// The class of SQLSTATE `code`.
+pub(crate) fn class_of(code: &SqlState) -> Class {
+    let code = code.code();
+    TABLE
+        .iter()
+        .find(|(entry, _)| if entry.len() == 2 { code.starts_with(entry) } else { code == *entry })
+        .map_or(Class::Permanent, |(_, class)| *class)
+}
+
+/// The class of a failed call: by its SQLSTATE when the server answered, otherwise
+/// (the connection failed or closed) unavailable.
+pub(crate) fn class(error: &tokio_postgres::Error) -> Class {
+    match error.code() {
+        Some(code) => class_of(code),
+        None => Class::Unavailable,
+    }
+}
+
+/// The error a failed `operation` returns: transient for [`Class::Retry`] and
+/// [`Class::Unavailable`], a store error naming the server's message and SQLSTATE otherwise.
+pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) -> Error {
+    if class(&error) == Class::Permanent {
+        let message = match error.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => error.to_string(),
+        };
+        return Error::Store { store: "postgres", operation, message };
+    }
+    // The server's own message ("cannot execute INSERT in a read-only transaction") as the
+    // source, rather than the client's bare "db error".
+    let source: crate::BoxError = match error.as_db_error() {
+        Some(_) => error.into_source().unwrap_or_else(|| "db error".into()),
+        None => Box::new(error),
+    };
+    Error::Unavailable { store: "postgres", operation, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_sqlstate_has_its_class() {
+        let cases = [
+            (SqlState::T_R_SERIALIZATION_FAILURE, Class::Retry),
+            (SqlState::T_R_DEADLOCK_DETECTED, Class::Retry),
+            (SqlState::LOCK_NOT_AVAILABLE, Class::Retry),
+            (SqlState::QUERY_CANCELED, Class::Retry),
+            (SqlState::CONNECTION_FAILURE, Class::Unavailable),
+            (SqlState::CONNECTION_EXCEPTION, Class::Unavailable),
+            (SqlState::READ_ONLY_SQL_TRANSACTION, Class::Unavailable),
+            (SqlState::TOO_MANY_CONNECTIONS, Class::Unavailable),
+            (SqlState::OUT_OF_MEMORY, Class::Unavailable),
+            (SqlState::ADMIN_SHUTDOWN, Class::Unavailable),
+            (SqlState::CRASH_SHUTDOWN, Class::Unavailable),
+            (SqlState::CANNOT_CONNECT_NOW, Class::Unavailable),
+            (SqlState::IO_ERROR, Class::Unavailable),
+            (SqlState::INVALID_PASSWORD, Class::Permanent),
+            (SqlState::INVALID_AUTHORIZATION_SPECIFICATION, Class::Permanent),
+            (SqlState::INVALID_CATALOG_NAME, Class::Permanent),
+            (SqlState::INSUFFICIENT_PRIVILEGE, Class::Permanent),
+            (SqlState::UNDEFINED_TABLE, Class::Permanent),
+            (SqlState::SYNTAX_ERROR, Class::Permanent),
+            (SqlState::PROGRAM_LIMIT_EXCEEDED, Class::Permanent),
+        ];
+        for (code, expected) in cases {
+            assert_eq!(class_of(&code), expected, "{}", code.code());
+        }
+    }
+}
