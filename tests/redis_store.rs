@@ -848,16 +848,15 @@ async fn acl_user_and_password_come_from_the_url_and_never_show() {
 async fn a_script_error_from_the_server_is_a_clear_error_and_takes_no_slot() {
     let (store, server) = standalone().await;
     store.state("leader:warm").await.unwrap(); // connection and script cache ready
-    // A server out of memory refuses writes, inside scripts too.
-    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
-    let err = store.acquire(request("leader:oom", 1, token())).await.unwrap_err();
-    let shown = format!("{err}: {:?}", std::error::Error::source(&err));
-    assert!(shown.to_lowercase().contains("oom") || shown.contains("maxmemory"), "{shown}");
-    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
-    assert_eq!(slot_records(&server, "leader:oom"), 0, "no slot was left behind");
+    // A user the server's ACL forbids HSET fails the grant's write inside the script.
+    server.cli(&["ACL", "SETUSER", "default", "-hset"]);
+    let err = store.acquire(request("leader:denied", 1, token())).await.unwrap_err();
+    server.cli(&["ACL", "SETUSER", "default", "+hset"]);
+    assert!(matches!(err, Error::Store { operation: "acquire", .. }), "{err:?}");
+    assert!(err.to_string().contains("can't run this command"), "{err}");
+    assert_eq!(slot_records(&server, "leader:denied"), 0, "no slot was left behind");
     assert!(matches!(
-        store.acquire(request("leader:oom", 1, token())).await.unwrap(),
+        store.acquire(request("leader:denied", 1, token())).await.unwrap(),
         AcquireOutcome::Granted(_)
     ));
 }
@@ -869,13 +868,14 @@ async fn a_full_group_still_refuses_on_a_server_out_of_memory() {
     granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
     server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
-    // The refusal can write neither marker; it is a refusal all the same (a waiter wakes at
-    // the nearest expiry).
+    // The scripts carry `allow-oom`: the refusal is a refusal, and marks the group full
+    // and waited on as ever (a few bytes), so the release that follows wakes its waiter.
     let refused = store.acquire(request(key, 1, token())).await;
     server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
     assert!(matches!(refused, Ok(AcquireOutcome::Full { .. })), "{refused:?}");
-    assert_eq!(server.cli(&["EXISTS", "{leader:oom-full}:full"]), "0");
-    assert_eq!(server.cli(&["HEXISTS", "{leader:oom-full}:group", "waiting"]), "0");
+    let layout = RedisStore::group_layout(key).unwrap();
+    assert_eq!(server.cli(&["EXISTS", &layout.full]), "1");
+    assert_eq!(server.cli(&["HEXISTS", &layout.group, "waiting"]), "1");
 }
 
 #[tokio::test]

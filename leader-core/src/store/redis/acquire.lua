@@ -2,7 +2,8 @@
 -- KEYS[1] group, KEYS[2] full marker
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel,
 -- ARGV[6] lease_ms + the idle group TTL in ms
--- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token)
+-- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token;
+--                                                      the fence as its decimal digits)
 --        {0, nearest_expiry_in_ms}                      full
 --        {2, existing_max_leaders}                      live slots granted under another N
 -- A key holding another type, or another's value where the marker goes, fails with
@@ -80,12 +81,13 @@ if live > 0 then
 end
 
 -- Strictly above every earlier fence, and above the clock in microseconds, so fences keep
--- increasing even after the server lost its data. Both are digits without leading zeros,
--- so the longer is the larger, and equal lengths compare as text: no parse of the last.
-local fence, fence_text = clock, string.format('%d', clock)
-if last and (#last > #fence_text or (#last == #fence_text and last >= fence_text)) then
-  fence = tonumber(last) + 1
-  fence_text = string.format('%d', fence)
+-- increasing even after the server lost its data; exact over the whole u64 range.
+local fence_text = string.format('%d', clock)
+if last and not fence_above(fence_text, last) then
+  fence_text = fence_after(last)
+  if fence_above(fence_text, MAX_FENCE) then
+    return redis.error_reply('ERR the fences of group ' .. group .. ' are exhausted: the last is ' .. last)
+  end
 end
 local lease = tonumber(ARGV[3])
 local expires = now + lease
@@ -109,4 +111,4 @@ end
 if watched then
   redis.call('PUBLISH', ARGV[5], '')
 end
-return {1, fence, now, expires, now}
+return {1, fence_text, now, expires, now}

@@ -96,7 +96,7 @@ impl RedisStore {
                     command_timeout,
                     replica_ack.map_or(Duration::ZERO, |(_, wait)| wait),
                 ),
-                releases: ReleaseHub::new(subscriber),
+                releases: ReleaseHub::new(subscriber, command_timeout),
                 replica_ack,
                 idle_group_ttl_ms: millis(idle_group_ttl),
                 description,
@@ -152,11 +152,17 @@ impl RedisStore {
         let wait = wait.map(|(replicas, timeout)| (replicas, millis(timeout)));
         let limit = self.command_timeout()
             + wait.map_or(Duration::ZERO, |(_, ms)| Duration::from_millis(ms));
-        let call = self.inner.connections.eval_then_wait(lua, keys, args, wait);
+        // One deadline for the whole operation: the call, its one retry on a new
+        // connection, and the diagnosis of a wrong-type key.
+        let call = async {
+            match self.inner.connections.eval_then_wait(lua, keys, args, wait).await {
+                Ok(reply) => Ok(reply),
+                Err(CallFailure::Redis(error)) => Err(self.classify(operation, key, error).await),
+                Err(failure) => Err(connect_failure(operation, failure)),
+            }
+        };
         match tokio::time::timeout(limit, call).await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(CallFailure::Redis(error))) => Err(self.classify(operation, key, error).await),
-            Ok(Err(failure)) => Err(connect_failure(operation, failure)),
+            Ok(result) => result,
             Err(_) => {
                 // A black-holed connection never answers: replace it.
                 self.inner.connections.discard_current();
@@ -177,7 +183,9 @@ impl RedisStore {
         }
         let transient_code = matches!(
             error.code(),
-            Some("READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "BUSY")
+            Some(
+                "READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "BUSY" | "OOM"
+            )
         );
         if transient_code
             || error.is_io_error()

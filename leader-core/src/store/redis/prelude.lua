@@ -51,11 +51,35 @@ local function record_expiry(record)
   return colon and tonumber(string.sub(record, 1, colon - 1)), colon
 end
 
--- A slot record's fields: expires, fence, acquired (numbers) and holder.
+-- A slot record's fields: expires and acquired (numbers), fence (its digits, as stored:
+-- a fence may exceed what a Lua number holds exactly) and holder.
 local function parse_slot(record)
   local expires, fence, acquired, holder = string.match(record, '^(%d+):(%d+):(%d+):(.*)$')
-  return tonumber(expires), tonumber(fence), tonumber(acquired), holder
+  return tonumber(expires), fence, tonumber(acquired), holder
 end
+
+-- Fences are kept and compared as decimal digits without leading zeros, never as Lua
+-- numbers (doubles, exact only up to 2^53): the longer is the larger, and equal lengths
+-- compare as text.
+local function fence_above(a, b)
+  return #a > #b or (#a == #b and a > b)
+end
+
+-- The fence after `digits`: one more, computed digit by digit.
+local function fence_after(digits)
+  local i = #digits
+  while i > 0 and string.byte(digits, i) == 57 do -- '9'
+    i = i - 1
+  end
+  if i == 0 then
+    return '1' .. string.rep('0', #digits)
+  end
+  return string.sub(digits, 1, i - 1) .. string.char(string.byte(digits, i) + 1)
+    .. string.rep('0', #digits - i)
+end
+
+-- The largest fence a client can hold (2^64 - 1).
+local MAX_FENCE = '18446744073709551615'
 
 -- A slot record if it is live at `now`: its expiry and the rest of the record after the
 -- expiry (":fence:acquired:holder"); nil when there is no record or it expired.

@@ -10,6 +10,8 @@ use redis::sentinel::SentinelClient;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::{Backoff, FIRST_PAUSE};
+
 use super::scripts::RELEASE_CHANNEL_PREFIX;
 use crate::store::ReleaseWatch;
 use crate::store::watch::Watchers;
@@ -37,15 +39,19 @@ impl SubscriberSource {
 
 /// Wakes local waiters when any process releases a slot.
 ///
-/// The subscription starts with the first waiter and then lives as long as the store. If it
-/// drops, it is made again with backoff, and every waiter is woken once it is back, since
-/// releases may have been missed meanwhile; waiters also keep their expiry timers.
+/// The subscription starts with the first waiter and then lives as long as the store. It is
+/// pinged every command timeout, so a connection dropped without a word is noticed within
+/// about one and a half times that. If it drops, it is made again with backoff, and every
+/// waiter is woken once it is back, since releases may have been missed meanwhile; waiters
+/// also keep their expiry timers.
 pub(crate) struct ReleaseHub {
     inner: Arc<HubInner>,
 }
 
 struct HubInner {
     source: SubscriberSource,
+    /// How often the subscription is pinged: the store's command timeout.
+    ping_every: Duration,
     /// The watched groups, by group key.
     waiters: Arc<Watchers>,
     running: OnceCell<()>,
@@ -53,10 +59,12 @@ struct HubInner {
 }
 
 impl ReleaseHub {
-    pub(crate) fn new(source: SubscriberSource) -> Self {
+    /// A hub subscribing through `source`, pinging its connection every `ping_every`.
+    pub(crate) fn new(source: SubscriberSource, ping_every: Duration) -> Self {
         ReleaseHub {
             inner: Arc::new(HubInner {
                 source,
+                ping_every,
                 waiters: Arc::default(),
                 running: OnceCell::new(),
                 shutdown: CancellationToken::new(),
@@ -93,16 +101,11 @@ impl Drop for ReleaseHub {
 async fn listen(hub: Weak<HubInner>, first: redis::aio::PubSub) {
     let mut pubsub = Some(first);
     let mut attempt = 0;
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
     loop {
         if let Some(subscription) = pubsub.take() {
-            let mut messages = subscription.into_on_message();
-            while let Some(message) = messages.next().await {
-                let Some(hub) = hub.upgrade() else { return };
-                if let Some(key) = message.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
-                    hub.waiters.wake(key);
-                }
-            }
+            let Some(ping_every) = hub.upgrade().map(|hub| hub.ping_every) else { return };
+            follow(&hub, subscription, ping_every).await;
             tracing::warn!(
                 "release subscription lost; waiters fall back to expiry timers until it is back"
             );
@@ -114,13 +117,40 @@ async fn listen(hub: Weak<HubInner>, first: redis::aio::PubSub) {
                 tracing::info!("release subscription restored");
                 hub.waiters.wake_all();
                 pubsub = Some(subscription);
-                backoff = Duration::from_millis(50);
+                backoff.reset();
             }
             Err(error) => {
                 tracing::debug!(%error, ?backoff, "release subscription: reconnect failed");
                 drop(hub);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tokio::time::sleep(backoff.next_pause()).await;
+            }
+        }
+    }
+}
+
+/// Wakes the waiters of every release the subscription delivers, until it ends or does not
+/// answer a ping (sent every `ping_every`, answered within half that): a connection that a
+/// firewall or NAT dropped without a word delivers nothing and never ends by itself.
+async fn follow(hub: &Weak<HubInner>, subscription: redis::aio::PubSub, ping_every: Duration) {
+    let (mut sink, mut messages) = subscription.split();
+    let mut next_ping = tokio::time::Instant::now() + ping_every;
+    loop {
+        tokio::select! {
+            message = messages.next() => {
+                let Some(message) = message else { return };
+                let Some(hub) = hub.upgrade() else { return };
+                if let Some(key) = message.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                    hub.waiters.wake(key);
+                }
+            }
+            () = tokio::time::sleep_until(next_ping) => {
+                // Messages that arrive meanwhile wait in the stream's buffer.
+                let ping = tokio::time::timeout(ping_every / 2, sink.ping::<redis::Value>());
+                if !matches!(ping.await, Ok(Ok(_))) {
+                    tracing::debug!("release subscription did not answer a ping");
+                    return;
+                }
+                next_ping = tokio::time::Instant::now() + ping_every;
             }
         }
     }

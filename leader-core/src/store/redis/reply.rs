@@ -26,6 +26,17 @@ fn int(value: &Value) -> Option<i64> {
     }
 }
 
+/// A fence: its decimal digits (the scripts never turn one into a Lua number, exact only up
+/// to 2^53), or an integer from scripts of an earlier version.
+fn fence_of(value: &Value) -> Option<u64> {
+    match value {
+        Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        Value::SimpleString(digits) => digits.parse().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
 fn array(operation: &'static str, reply: &Value) -> Result<Vec<i64>, Error> {
     let Value::Array(items) = reply else {
         return Err(malformed(operation, reply));
@@ -51,13 +62,21 @@ fn time_to_live(expires: i64, now: i64) -> Duration {
 }
 
 pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+    if let Value::Array(items) = &reply
+        && let [Value::Int(1), granted, rest @ ..] = items.as_slice()
+    {
+        let times: Option<Vec<i64>> = rest.iter().map(int).collect();
+        return match (fence_of(granted), times.as_deref()) {
+            (Some(fence), Some(&[acquired, expires, now])) => Ok(AcquireOutcome::Granted(Grant {
+                fence,
+                acquired_at: at(acquired),
+                expires_at: at(expires),
+                expires_in: time_to_live(expires, now),
+            })),
+            _ => Err(malformed("acquire", &reply)),
+        };
+    }
     match *array("acquire", &reply)?.as_slice() {
-        [1, fence, acquired, expires, now] => Ok(AcquireOutcome::Granted(Grant {
-            fence: fence as u64,
-            acquired_at: at(acquired),
-            expires_at: at(expires),
-            expires_in: time_to_live(expires, now),
-        })),
         [0, nearest] => Ok(AcquireOutcome::Full { nearest_expiry: span(nearest) }),
         [2, existing] => Err(Error::MaxLeadersMismatch {
             group: request.key.to_owned(),
@@ -101,13 +120,13 @@ pub(super) fn state(reply: Value) -> Result<GroupSnapshot, Error> {
             return Err(malformed("state", &reply));
         };
         let (Some(fence), Some(acquired), Some(expires)) =
-            (int(fence), int(acquired), int(expires))
+            (fence_of(fence), int(acquired), int(expires))
         else {
             return Err(malformed("state", &reply));
         };
         slots.push(SlotInfo {
             holder: String::from_utf8_lossy(holder).into_owned(),
-            fence: fence as u64,
+            fence,
             acquired_at: at(acquired),
             expires_in: span(expires - now),
         });

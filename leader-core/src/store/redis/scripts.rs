@@ -16,11 +16,23 @@ pub(crate) struct LuaScript {
     pub hash: String,
 }
 
+/// Each script is declared with a shebang (Redis 7), so the server knows before it runs
+/// whether it may write: a replica rejects a writing script whole with `READONLY` (which
+/// the store treats as transient and retries on a new connection) instead of answering
+/// from its own, possibly stale, copy ("not held" to a healthy leader, "full" from a
+/// refusal whose writes failed quietly). The writing scripts carry `allow-oom`: their
+/// writes are a few bytes per slot, so a server out of memory still grants, renews and
+/// releases. `state` carries `no-writes`, so it also answers on a replica.
 macro_rules! lua_script {
-    ($name:literal, $index:literal) => {
+    ($name:literal, $index:literal, $shebang:literal) => {
         LazyLock::new(|| {
-            let source =
-                concat!(include_str!("prelude.lua"), "\n", include_str!(concat!($name, ".lua")));
+            let source = concat!(
+                $shebang,
+                "\n",
+                include_str!("prelude.lua"),
+                "\n",
+                include_str!(concat!($name, ".lua"))
+            );
             let hash = Script::new(source).get_hash().to_owned();
             LuaScript { name: $name, index: $index, source, hash }
         })
@@ -29,11 +41,11 @@ macro_rules! lua_script {
 
 /// How many scripts there are.
 pub(crate) const SCRIPT_COUNT: usize = 5;
-pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0);
-pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1);
-pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2);
-pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3);
-pub(crate) static WATCH: LazyLock<LuaScript> = lua_script!("watch", 4);
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0, "#!lua flags=allow-oom");
+pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
+pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2, "#!lua flags=allow-oom");
+pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3, "#!lua flags=no-writes");
+pub(crate) static WATCH: LazyLock<LuaScript> = lua_script!("watch", 4, "#!lua flags=allow-oom");
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call

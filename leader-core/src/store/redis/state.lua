@@ -2,6 +2,7 @@
 -- KEYS[1] group
 -- ARGV: none
 -- Reply: {now_ms, max_leaders or 0, fence, acquired_ms, expires_ms, holder, fence, …}
+--        (each fence as its decimal digits)
 local now = server_time()
 local fields = redis.call('HGETALL', KEYS[1])
 local reply = {now, 0}

@@ -1,0 +1,177 @@
+//! `RedisStore` under conditions a real deployment can have: a connection that reached a
+//! replica, fences beyond what a Lua number holds, a pub/sub connection a firewall dropped
+//! without a word, a slow network during a diagnosis. Each test runs its own servers.
+
+mod support;
+
+use std::time::Duration;
+
+use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome};
+use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, RedisStore};
+use support::proxy::{Fault, Proxy};
+use support::redis_server::RedisServer;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
+    AcquireRequest { key, max_leaders, token, holder: "redis-hostile", lease_time: 10 * SECOND }
+}
+
+fn token() -> LeaseToken {
+    LeaseToken::generate().unwrap()
+}
+
+fn fence_of(outcome: AcquireOutcome) -> u64 {
+    match outcome {
+        AcquireOutcome::Granted(grant) => grant.fence,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+/// Item 10: scripts run on a replica read first, so a lagging replica answered "not held"
+/// to a renewal (a spurious loss for a healthy leader) and "full" to an acquire whose
+/// marker writes failed quietly. Declared with a shebang, they are refused whole with
+/// READONLY, a transient error; state, which writes nothing, still answers.
+#[tokio::test]
+async fn scripts_sent_to_a_replica_fail_instead_of_answering_from_its_copy() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    support::eventually(10 * SECOND, "the replica syncs", || async {
+        replica.cli(&["INFO", "replication"]).contains("master_link_status:up")
+    })
+    .await;
+    let on_primary = RedisStore::connect(&primary.url()).await.unwrap();
+    let held = token();
+    fence_of(on_primary.acquire(request("leader:replicated", 1, held)).await.unwrap());
+    let layout = RedisStore::group_layout("leader:replicated").unwrap();
+    support::eventually(10 * SECOND, "the grant reaches the replica", || async {
+        replica.cli(&["EXISTS", &layout.group]) == "1"
+    })
+    .await;
+
+    let on_replica = RedisStore::connect(&replica.url()).await.unwrap();
+    let refused = on_replica.acquire(request("leader:replicated", 1, token())).await;
+    assert!(refused.as_ref().is_err_and(Error::is_transient), "acquire: {refused:?}");
+    let renewed = on_replica.renew("leader:replicated", token(), 10 * SECOND).await;
+    assert!(renewed.as_ref().is_err_and(Error::is_transient), "renew: {renewed:?}");
+    let released = on_replica.release("leader:replicated", token(), Duration::ZERO).await;
+    assert!(released.as_ref().is_err_and(Error::is_transient), "release: {released:?}");
+    let source = std::error::Error::source(&renewed.unwrap_err()).map(|e| e.to_string());
+    assert!(source.unwrap_or_default().to_lowercase().contains("read only"));
+    let state = on_replica.state("leader:replicated").await.unwrap();
+    assert_eq!(state.slots.len(), 1, "state reads the replica's copy");
+}
+
+/// Item 11: fences were computed with Lua numbers (doubles), so above 2^53 `last + 1`
+/// stopped increasing, and a stored fence of 20 digits came back negative. They are
+/// exact over the whole u64 range now, and the end of that range is a clear error.
+#[tokio::test]
+async fn fences_stay_exact_and_increasing_over_the_whole_u64_range() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let key = "leader:big-fences";
+    let layout = RedisStore::group_layout(key).unwrap();
+    for last in [9_007_199_254_740_993_u64, 18_446_744_073_709_551_614] {
+        let held = token();
+        fence_of(store.acquire(request(key, 1, held)).await.unwrap());
+        store.release(key, held, Duration::ZERO).await.unwrap();
+        server.cli(&["HSET", &layout.group, "fence", &last.to_string()]);
+        let held = token();
+        let fence = fence_of(store.acquire(request(key, 1, held)).await.unwrap());
+        assert_eq!(fence, last + 1, "after {last}");
+        // The retry of the same token and state give the same fence back.
+        assert_eq!(fence_of(store.acquire(request(key, 1, held)).await.unwrap()), last + 1);
+        assert_eq!(store.state(key).await.unwrap().slots[0].fence, last + 1);
+        assert_eq!(
+            store.release(key, held, Duration::ZERO).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    }
+    let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::Store { .. }), "{err:?}");
+    assert!(err.to_string().contains("exhausted"), "{err}");
+    assert_eq!(store.state(key).await.unwrap().slots.len(), 0, "nothing granted");
+}
+
+/// Item 5: the pub/sub connection goes silent (a firewall dropped its state; it never
+/// ends by itself). It is pinged, found dead and made again, so a release wakes a waiter
+/// at once again instead of at the end of the holder's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_release_subscription_is_noticed_and_replaced() {
+    let server = RedisServer::start();
+    let direct = RedisStore::connect(&server.url()).await.unwrap();
+    let proxy = Proxy::start(server.port).await;
+    let store = RedisStore::builder(proxy.url()).command_timeout(SECOND).build().unwrap();
+    // The subscription is the store's only connection when it goes silent: the commands'
+    // connection, made afterwards, carries on.
+    let _subscribed = store.watch_releases("leader:warm").await.unwrap();
+    proxy.freeze().await;
+
+    let held = token();
+    let long = AcquireRequest { lease_time: 60 * SECOND, ..request("leader:silent", 1, held) };
+    fence_of(direct.acquire(long).await.unwrap());
+    let elector = LeaderElector::new(
+        store.clone(),
+        LeaderElectionOptions::new().wait_time(20 * SECOND).lease_time(10 * SECOND),
+    )
+    .unwrap();
+    let waiting = tokio::spawn(async move { elector.run_if_leader("silent", |_| async {}).await });
+    tokio::time::sleep(3 * SECOND).await; // refused; pinged, found silent, subscribed again
+    let released = tokio::time::Instant::now();
+    direct.release("leader:silent", held, Duration::ZERO).await.unwrap();
+    let won = waiting.await.unwrap().unwrap();
+    assert!(won.is_elected(), "{won:?}");
+    let handed_over = released.elapsed();
+    assert!(handed_over < 10 * SECOND, "woken by the release, not the lease: {handed_over:?}");
+}
+
+/// Item 12: the diagnosis of a wrong-type key (two more round trips) ran outside the
+/// operation's timeout, so a slow network made the call take three times as long. One
+/// deadline bounds the whole operation now.
+#[tokio::test]
+async fn one_deadline_bounds_an_operation_and_its_diagnosis() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let store = RedisStore::builder(proxy.url())
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    fence_of(store.acquire(request("leader:warm", 1, token())).await.unwrap()); // cached
+    let layout = RedisStore::group_layout("leader:wrong-type").unwrap();
+    server.cli(&["SET", &layout.group, "not a hash"]);
+    // Each round trip now takes 300 ms: the script's reply comes within the timeout, the
+    // two TYPE lookups after it would not.
+    proxy.set(Fault::Latency(Duration::from_millis(150)));
+    let err = store.acquire(request("leader:wrong-type", 1, token())).await.unwrap_err();
+    proxy.set(Fault::None);
+    assert!(matches!(err, Error::Timeout { operation: "acquire", .. }), "{err:?}");
+    let err = store.acquire(request("leader:wrong-type", 1, token())).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert!(err.to_string().contains("is a string"), "{err}");
+}
+
+/// Items 10 and 11 together with a server out of memory: the writing scripts carry
+/// `allow-oom`, so a leader keeps renewing and releasing, and candidates keep being
+/// granted (a few bytes per slot), while the application's own writes are refused.
+#[tokio::test]
+async fn a_server_out_of_memory_keeps_electing() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let key = "leader:oom-elects";
+    let held = token();
+    fence_of(store.acquire(request(key, 2, held)).await.unwrap());
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+    let refused = server.cli(&["SET", "application-key", "x"]);
+    let renewed = store.renew(key, held, 10 * SECOND).await;
+    let other = token();
+    let granted = store.acquire(request(key, 2, other)).await;
+    let full = store.acquire(request(key, 2, token())).await;
+    let released = store.release(key, held, Duration::ZERO).await;
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert!(refused.to_lowercase().contains("oom"), "the server is out of memory: {refused}");
+    assert!(matches!(renewed, Ok(leader::store::RenewOutcome::Renewed { .. })), "{renewed:?}");
+    assert!(matches!(granted, Ok(AcquireOutcome::Granted(_))), "{granted:?}");
+    assert!(matches!(full, Ok(AcquireOutcome::Full { .. })), "{full:?}");
+    assert_eq!(released.unwrap(), ReleaseOutcome::Released);
+}
