@@ -289,6 +289,29 @@ async fn a_lost_acquire_reply_is_an_error_and_the_slot_is_released() {
     assert!(elector.run_if_leader("lossy", |_| async {}).await.unwrap().is_elected());
 }
 
+/// The reply of a grant is lost and the store stays unreachable for a moment: the slot
+/// is given back once the store answers again (retried with backoff), not left held by
+/// nobody until its lease ends.
+#[tokio::test(start_paused = true)]
+async fn a_lost_grant_is_given_back_once_the_store_answers_again() {
+    let store = FaultyStore::new();
+    let elector =
+        LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
+            .unwrap();
+    store.lose_acquire_replies(1);
+    let err = elector.run_if_leader("unreachable", |_| async {}).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    store.cut_off(true); // before the give-back runs
+    sleep(Duration::from_millis(500)).await;
+    assert!(store.releases() >= 2, "the give-back is tried again: {}", store.releases());
+    assert_eq!(store.inner.state("leader:unreachable").await.unwrap().slots.len(), 1);
+    store.cut_off(false);
+    eventually(5 * SECOND, "the granted-but-unreported slot is released", || async {
+        elector.state("unreachable").await.unwrap().is_empty()
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fences_strictly_increase_in_grant_order() {
     let store = MemoryStore::new();

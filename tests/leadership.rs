@@ -178,6 +178,26 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
     assert_eq!(logs.lines_with("store outage over").len(), 1);
 }
 
+/// After a store failure the loop retries with the electors' backoff (from 50 ms,
+/// doubling up to `retry_interval`), not once per `retry_interval`: a role whose store
+/// was out for 1.5 s leads again soon after the store answers, not a retry interval later.
+#[tokio::test(start_paused = true)]
+async fn after_an_outage_the_role_leads_again_soon_after_the_store_answers() {
+    let store = FaultyStore::new();
+    let options = LeadershipOptions::new().lease_time(SECOND).retry_interval(5 * SECOND);
+    let leadership = start("quick", store.clone(), options);
+    leadership.wait_for_leadership().await;
+    store.cut_off(true);
+    sleep(Duration::from_millis(1_500)).await;
+    assert!(!leadership.is_leader(), "the term ended with its lease");
+    store.cut_off(false);
+    let answered = Instant::now();
+    timeout(30 * SECOND, leadership.wait_for_leadership()).await.expect("leads again");
+    let after = answered.elapsed();
+    assert!(after < SECOND, "led again {after:?} after the store answered");
+    assert_eq!(leadership.term(), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_panic_in_the_loop_is_logged_and_survived() {
     let (_guard, logs) = capture_logs();
@@ -239,8 +259,25 @@ async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
     assert!(!follower.describe().coordinated);
 }
 
+/// A grant whose reply was lost, and a leadership stopped before its retry: the slot the
+/// lost grant may hold is given back, not left held by nobody for a lease.
+#[tokio::test(start_paused = true)]
+async fn a_lost_grant_is_given_back_when_the_leadership_stops_before_its_retry() {
+    let store = FaultyStore::new();
+    store.lose_acquire_replies(1);
+    let leadership = start("stopped-early", store.clone(), options());
+    eventually(SECOND, "the first attempt", || async { store.acquires() == 1 }).await;
+    leadership.stop().await;
+    assert_eq!(store.acquires(), 1, "stopped before the retry");
+    eventually(5 * SECOND, "the lost grant is given back", || async {
+        store.state("leader:stopped-early").await.unwrap().slots.is_empty()
+    })
+    .await;
+}
+
 /// A grant whose reply was lost is not left to expire: the retry, with the same token, gets
-/// that very grant one retry interval later (not a lease later, as a new token would).
+/// that very grant after the first pause of the backoff (not a lease later, as a new token
+/// would).
 #[tokio::test(start_paused = true)]
 async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     let store = FaultyStore::new();

@@ -139,8 +139,13 @@ impl LeaderGroupElector {
         let settings = &*self.settings;
         let (group, key) = self.resolve(name)?;
         let token = LeaseToken::generate()?;
-        let mut guard =
-            SlotGuard::new(self.store.clone(), key.clone(), token, settings.min_lease_time);
+        let mut guard = SlotGuard::new(
+            self.store.clone(),
+            key.clone(),
+            token,
+            settings.min_lease_time,
+            settings.lease_time,
+        );
         let request = AcquireRequest {
             key: &key,
             max_leaders: settings.max_leaders,

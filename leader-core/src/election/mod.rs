@@ -19,6 +19,7 @@ mod state;
 pub use background::wait_for_releases;
 pub use elector::LeaderElector;
 pub use group::LeaderGroupElector;
+pub(crate) use guard::spawn_give_back;
 pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
 pub use run_result::LeaderRunResult;

@@ -219,12 +219,24 @@ pub(crate) struct LeadershipSettings {
 impl LeadershipSettings {
     /// `retry_interval` plus a random share of `retry_jitter`.
     pub(crate) fn retry_delay(&self) -> Duration {
-        let mut bytes = [0u8; 4];
-        let share = match getrandom::fill(&mut bytes) {
-            Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
-            Err(_) => 0.5,
-        };
-        self.retry_interval + self.retry_jitter.mul_f64(share)
+        self.retry_interval + self.retry_jitter.mul_f64(random_share())
+    }
+
+    /// The pause after a store failure: `pause` (from the loop's backoff, 50 ms doubling up
+    /// to `retry_interval`) plus a random share of `retry_jitter`, scaled down with the
+    /// pause, so instances that failed together do not retry together.
+    pub(crate) fn failure_delay(&self, pause: Duration) -> Duration {
+        let scale = pause.as_secs_f64() / self.retry_interval.as_secs_f64().max(f64::EPSILON);
+        pause + self.retry_jitter.mul_f64(random_share() * scale.min(1.0))
+    }
+}
+
+/// A random number in [0, 1].
+fn random_share() -> f64 {
+    let mut bytes = [0u8; 4];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
+        Err(_) => 0.5,
     }
 }
 

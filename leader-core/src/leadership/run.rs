@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
 use super::{Command, Shared, WhenUncoordinated};
+use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::duration::MAX_DURATION;
 use crate::election::lease::{Lease, LossHook, LossReason, local_deadline};
 use crate::election::renewal::keep_renewing;
@@ -29,7 +30,8 @@ enum Next {
 
 /// Runs the loop until the leadership is stopped.
 pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
-    let mut state = LoopState { term: 0, outage: OutageLog::default(), last_error: None };
+    let backoff = Backoff::new(FIRST_PAUSE, shared.settings.retry_interval);
+    let mut state = LoopState { term: 0, outage: OutageLog::default(), last_error: None, backoff };
     if !shared.store.coordinates() {
         uncoordinated(&shared, &mut commands, &mut state).await;
     } else {
@@ -72,6 +74,9 @@ struct LoopState {
     outage: OutageLog,
     /// The last non-transient error, so a repeated one is logged once.
     last_error: Option<String>,
+    /// The pauses after failed store calls: from 50 ms, doubling up to `retry_interval`,
+    /// so a role leads again soon after a short outage ends.
+    backoff: Backoff,
 }
 
 /// One candidacy and, if won, one term.
@@ -164,13 +169,18 @@ async fn stand(
         Err(error) => return Err(failed(shared, state, &error)),
     };
     let mut releases = None;
+    // Whether an attempt failed in a way that may have granted the slot (its reply lost):
+    // the next attempt with the same token adopts such a grant, and a candidacy that ends
+    // before one answered gives it back.
+    let mut uncertain = false;
     loop {
         if releases.is_none() {
             match shared.store.watch_releases(&settings.key).await {
                 Ok(watch) => releases = Some(watch),
                 Err(error) => {
                     let next = failed(shared, state, &error);
-                    retry_or(pause_then(shared, commands, next).await)?;
+                    retry_or(pause_then(shared, commands, next).await)
+                        .map_err(|next| give_back_if(shared, token, uncertain, next))?;
                     continue;
                 }
             }
@@ -208,11 +218,14 @@ async fn stand(
                 // The same token again after the pause: if the store granted the slot and
                 // only the reply was lost, the retry gets that grant instead of leaving it
                 // to expire.
+                uncertain |= error.is_transient();
                 let next = failed(shared, state, &error);
-                retry_or(pause_then(shared, commands, next).await)?;
+                retry_or(pause_then(shared, commands, next).await)
+                    .map_err(|next| give_back_if(shared, token, uncertain, next))?;
                 continue;
             }
         };
+        uncertain = false;
         let Some(watch) = releases.as_mut() else { continue };
         tokio::select! {
             () = watch.released() => {}
@@ -225,6 +238,16 @@ async fn stand(
             },
         }
     }
+}
+
+/// What to do instead of standing again, after giving back (in the background, retried
+/// until the store answers) a slot that an unanswered attempt may have won.
+fn give_back_if(shared: &Arc<Shared>, token: LeaseToken, uncertain: bool, next: Next) -> Next {
+    if uncertain {
+        let (store, settings) = (shared.store.clone(), &shared.settings);
+        crate::election::spawn_give_back(store, &settings.key, token, settings.lease_time);
+    }
+    next
 }
 
 /// `Ok` to stand again in the same candidacy, or what to do instead.
@@ -248,12 +271,13 @@ fn failed(shared: &Shared, state: &mut LoopState, error: &Error) -> Next {
             state.last_error = Some(message);
         }
     }
-    Next::StandAfter(shared.settings.retry_delay())
+    Next::StandAfter(shared.settings.failure_delay(state.backoff.next_pause()))
 }
 
 fn succeeded(shared: &Shared, state: &mut LoopState) {
     state.outage.succeeded(&shared.settings.role);
     state.last_error = None;
+    state.backoff.reset();
 }
 
 /// Waits out `next`'s pause here, so a retry does not return to the caller first.
