@@ -159,7 +159,7 @@ async fn many_stores_migrating_at_once_make_one_schema() {
     for store in futures_util::future::join_all(connects).await {
         store.unwrap();
     }
-    assert_eq!(server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'leader_acquire'"), "1");
+    assert_eq!(server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'leader_grant'"), "1");
 }
 
 #[tokio::test]
@@ -330,19 +330,18 @@ async fn refused_attempts_under_contention_spend_no_transaction_ids() {
     );
 }
 
-/// A grant made without the group's advisory lock (as the functions of an earlier version
-/// made them, serialised on the group's row alone) while an acquire is between its look and
-/// its grant: the acquire's serialization failure is retried and finds the group full,
-/// never a second slot in a group of one.
+/// A grant made without the group's advisory lock (by hand, serialised on the group's row
+/// alone) while an acquire is between its look and its grant: the acquire's serialization
+/// failure is retried and finds the group full, never a second slot in a group of one.
 #[tokio::test]
-async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
+async fn a_grant_made_without_the_lock_in_between_is_never_a_slot_too_many() {
     let server = std::sync::Arc::new(PostgresServer::start());
     let store = PostgresStore::connect(&server.url()).await.unwrap();
     let first = token();
     store.acquire(request("leader:mixed", 1, first)).await.unwrap();
     store.release("leader:mixed", first, Duration::ZERO).await.unwrap();
-    // An old-style grant: the group's row locked and its fence moved, a slot inserted, and
-    // the commit held back for a moment.
+    // A grant by hand: the group's row locked and its fence moved, a slot inserted, and the
+    // commit held back for a moment.
     let old_grant = {
         let server = server.clone();
         tokio::task::spawn_blocking(move || {
@@ -356,7 +355,7 @@ async fn a_grant_by_an_earlier_version_in_between_is_never_a_slot_too_many() {
             )
         })
     };
-    support::eventually(10 * SECOND, "the old-style grant holds the group's row", || async {
+    support::eventually(10 * SECOND, "the grant by hand holds the group's row", || async {
         server.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'") == "1"
     })
     .await;
@@ -435,30 +434,32 @@ async fn a_release_nobody_waits_for_sends_no_notify() {
     assert!(late.is_err(), "a NOTIFY nobody waited for: {late:?}");
 }
 
-/// The store answers a full group in its own statement and calls `leader_grant` only when
-/// a slot looks free; `leader_acquire` still answers in named columns, for psql and for a
-/// store of the previous schema version during a rolling upgrade, and both see one group.
+/// One migration mechanism: a database of an older schema version is migrated in place
+/// (its functions replaced, its slots kept), and one of a newer version is refused with an
+/// error naming both versions, rather than run with functions this build does not know.
 #[tokio::test]
-async fn the_acquire_function_still_answers_in_named_columns() {
+async fn older_schemas_are_migrated_and_newer_ones_refused() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
-    store.migrate().await.unwrap();
-    let acquire = |token: &str| {
-        server.psql(&format!(
-            "SELECT outcome, fence > 0, expires_us > now_us, existing_max IS NULL \
-             FROM leader_acquire('leader:sql', '{token}', 'psql', 10000, 1)"
-        ))
-    };
-    let held = token().to_string();
-    assert_eq!(acquire(&held), "1|t|t|t");
-    let slots = store.state("leader:sql").await.unwrap().slots;
-    assert_eq!(slots.len(), 1);
-    assert_eq!(slots[0].holder, "psql");
-    // The same token again: its grant back; another: full; the store: full too.
-    assert_eq!(acquire(&held), "1|t|t|t");
-    assert_eq!(acquire(&token().to_string()), "0||t|t"); // no fence; the nearest expiry
-    let outcome = store.acquire(request("leader:sql", 1, token())).await.unwrap();
-    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+    let held = token();
+    assert!(matches!(
+        store.acquire(request("leader:kept", 1, held)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    let grant = "leader_grant(text, text, text, bigint, integer, boolean)";
+    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 5'"));
+    let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates an older schema");
+    let version = server.psql(&format!("SELECT obj_description('{grant}'::regprocedure)"));
+    assert_eq!(version, "leader-core schema 6");
+    let outcome = upgraded.acquire(request("leader:kept", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the slot was kept: {outcome:?}");
+
+    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 99'"));
+    let err = PostgresStore::connect(&server.url()).await.unwrap_err();
+    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(shown.contains("\"leader-core schema 99\", newer than this build's"), "{shown}");
+    assert!(shown.contains("\"leader-core schema 6\""), "{shown}");
 }
 
 /// In sessions that default to REPEATABLE READ (a snapshot older than the advisory lock's

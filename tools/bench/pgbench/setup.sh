@@ -17,7 +17,7 @@ mkdir -p "$dir" && { [ ${#as[@]} -eq 0 ] || chown postgres "$dir"; }
 psql=("$bin/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres)
 sed -e 's/__S__/public/g; s/__P__/leader_/g; s/__C__/public_leader_released/g; s/__V__/pgbench/g' \
   "$here/../../../leader-core/src/store/postgres/schema.sql" | "${psql[@]}" -f - 2>&1 | grep -v NOTICE || true
-"${psql[@]}" -c "SELECT * FROM leader_acquire('pg-held', gen_random_uuid()::text, 'holder', 3600000, 1)" >/dev/null
+"${psql[@]}" -c "SELECT leader_grant('pg-held', gen_random_uuid()::text, 'holder', 3600000, 1, false)" >/dev/null
 "${psql[@]}" -A -t -c "SELECT pg_get_functiondef('leader_release'::regproc)" \
   | sed -e 's/leader_release(/leader_release_loud(/; s/IF NOT pg_try_advisory_xact_lock.*THEN/IF true THEN/' \
   | "${psql[@]}" -f -

@@ -9,10 +9,15 @@ use crate::Error;
 /// NOTIFY channel.
 const SCHEMA_SQL: &str = include_str!("schema.sql");
 
-/// The version of [`SCHEMA_SQL`], kept as the comment of the acquire function: a store
-/// finds it there and migrates nothing. Bump it when the schema text changes, and record
-/// the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until both are done).
+/// The version of [`SCHEMA_SQL`], kept as the comment of the grant function: a store finds
+/// it there and migrates nothing; it migrates a database of an older version (replacing
+/// its functions) and refuses one of a newer version. Bump it when the schema text
+/// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
+/// both are done).
 const SCHEMA_VERSION: &str = "leader-core schema 6";
+
+/// What precedes the number in a schema version.
+const VERSION_PREFIX: &str = "leader-core schema ";
 
 /// Each schema version with the FNV-1a digest of its text (`digest(SCHEMA_SQL)`): the test
 /// `the_schema_text_changes_only_with_its_version` fails when the text changes and the
@@ -20,7 +25,7 @@ const SCHEMA_VERSION: &str = "leader-core schema 6";
 /// keep that build's functions for good.
 #[cfg(test)]
 const SCHEMA_DIGESTS: &[(&str, u64)] =
-    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 12273267866310745701)];
+    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 13523443359488496706)];
 
 /// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` bytes); a longer `LISTEN`
 /// channel is silently truncated, and `pg_notify` refuses it.
@@ -311,8 +316,20 @@ pub(crate) async fn migrate(
     // The shape first: CREATE TABLE IF NOT EXISTS keeps a table of another shape, and the
     // functions would then fail on every call.
     check_shape(client, names).await?;
-    if current_version(client, names).await?.as_deref() == Some(SCHEMA_VERSION) {
-        return Ok(());
+    match current_version(client, names).await? {
+        Some(found) if found == SCHEMA_VERSION => return Ok(()),
+        Some(found) if version_number(&found) > version_number(SCHEMA_VERSION) => {
+            return Err(Error::Store {
+                store: "postgres",
+                operation: "migrate",
+                message: format!(
+                    "the tables {} are at {found:?}, newer than this build's {SCHEMA_VERSION:?}; \
+                     upgrade leader-core, or use another table_prefix or schema",
+                    names.describe()
+                ),
+            });
+        }
+        _ => {} // none yet, or older: (re)made below
     }
     // CREATE SCHEMA needs a privilege on the database even with IF NOT EXISTS: only when
     // the schema is missing.
@@ -345,10 +362,17 @@ pub(crate) async fn migrate(
     check_shape(client, names).await
 }
 
-/// The schema version the acquire function carries, if it exists.
+/// The number of a schema version (0 for text that is not one: older than any).
+fn version_number(version: &str) -> u32 {
+    version.strip_prefix(VERSION_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The schema version the grant function carries, if it exists.
 async fn current_version(client: &Client, names: &Names) -> Result<Option<String>, Error> {
-    let function =
-        format!("{}.{}acquire(text, text, text, bigint, integer)", names.schema, names.prefix);
+    let function = format!(
+        "{}.{}grant(text, text, text, bigint, integer, boolean)",
+        names.schema, names.prefix
+    );
     let row = client
         .query_one("SELECT obj_description(to_regprocedure($1), 'pg_proc')", &[&function])
         .await

@@ -13,9 +13,8 @@
 -- wait. An acquire looks at the group from a snapshot first, and only if a slot looked free
 -- takes the lock and looks again, so a refusal writes nothing (no row lock, no transaction
 -- id, no WAL). A grant moves the group's fence only from the value its look saw: a grant
--- made in between without the lock (by an earlier version of these functions, which
--- serialised on the group's row) or unseen by a REPEATABLE READ snapshot makes it a
--- serialization failure, never a slot too many.
+-- made in between without the lock (by hand) or unseen by a REPEATABLE READ snapshot makes
+-- it a serialization failure, which the store retries, never a slot too many.
 
 CREATE TABLE IF NOT EXISTS __S__.__P__groups (
   key text PRIMARY KEY,
@@ -33,8 +32,8 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
   PRIMARY KEY (key, token)
 );
 
--- Functions of an earlier schema version go first (a changed result type cannot be
--- replaced in place); this runs only when the version differs, in one transaction.
+-- The functions of an older schema version go first (a changed result type cannot be
+-- replaced in place); this runs only when the version is older, in one transaction.
 DROP FUNCTION IF EXISTS __S__.__P__acquire(text, text, text, bigint, integer);
 DROP FUNCTION IF EXISTS __S__.__P__grant(text, text, text, bigint, integer, boolean);
 DROP FUNCTION IF EXISTS __S__.__P__renew(text, text, bigint);
@@ -126,8 +125,9 @@ BEGIN
     DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;
   END IF;
   v_fence := greatest(coalesce(v_last, 0) + 1, __S__.__P__micros(v_now));
-  -- The group's fence moves only if no grant was made since the look (one made without
-  -- this lock, by an earlier version of these functions, changed it).
+  -- The group's fence moves only if no grant was made since the look (one the look could
+  -- not see: made without this lock, by hand, or committed after a REPEATABLE READ
+  -- session's snapshot was taken).
   IF v_last IS NULL THEN
     INSERT INTO __S__.__P__groups AS g (key, max_leaders, last_fence)
       VALUES (p_key, p_max, v_fence) ON CONFLICT (key) DO NOTHING;
@@ -136,7 +136,7 @@ BEGIN
       WHERE g.key = p_key AND g.last_fence = v_last;
   END IF;
   IF NOT FOUND THEN
-    RAISE EXCEPTION 'group % was granted concurrently by a call without its advisory lock (an earlier version of the store); try again', p_key
+    RAISE EXCEPTION 'group % was granted concurrently, unseen by this look (a grant without its advisory lock, or after this snapshot); try again', p_key
       USING ERRCODE = 'serialization_failure';
   END IF;
   INSERT INTO __S__.__P__slots (key, token, holder, fence, acquired_at, expires_at)
@@ -146,19 +146,6 @@ BEGIN
                __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond'),
                __S__.__P__micros(v_now), NULL];
 END $$;
-
--- acquire: grant's answer as named columns (outcome, fence, acquired_us, expires_us,
--- now_us, existing_max), for psql and for stores of schema version 4 during a rolling
--- upgrade. The store itself sends the statement in schema.rs, which answers a full group
--- in plain SQL and calls grant only when a slot looks free.
-CREATE OR REPLACE FUNCTION __S__.__P__acquire(
-  p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
-  OUT outcome integer, OUT fence bigint, OUT acquired_us bigint, OUT expires_us bigint,
-  OUT now_us bigint, OUT existing_max integer)
-LANGUAGE sql AS $$
-  SELECT a[1]::integer, a[2], a[3], a[4], a[5], a[6]::integer
-  FROM __S__.__P__grant(p_key, p_token, p_holder, p_lease_ms, p_max, false) AS a
-$$;
 
 -- renew: outcome 1 renewed (new expiry), 0 not held. Never revives an expired slot.
 CREATE OR REPLACE FUNCTION __S__.__P__renew(p_key text, p_token text, p_lease_ms bigint,
@@ -264,4 +251,4 @@ $$;
 
 -- What a store checks before it writes anything: present and of this version, the schema
 -- needs no migration (so a store on a read-only standby starts without writing).
-COMMENT ON FUNCTION __S__.__P__acquire(text, text, text, bigint, integer) IS '__V__';
+COMMENT ON FUNCTION __S__.__P__grant(text, text, text, bigint, integer, boolean) IS '__V__';

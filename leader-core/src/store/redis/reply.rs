@@ -27,12 +27,10 @@ fn int(value: &Value) -> Option<i64> {
 }
 
 /// A fence: its decimal digits (the scripts never turn one into a Lua number, exact only up
-/// to 2^53), or an integer from scripts of an earlier version.
+/// to 2^53).
 fn fence_of(value: &Value) -> Option<u64> {
     match value {
         Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
-        Value::SimpleString(digits) => digits.parse().ok(),
-        Value::Int(n) => u64::try_from(*n).ok(),
         _ => None,
     }
 }
