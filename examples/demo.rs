@@ -3,17 +3,16 @@
 //!
 //! ```text
 //! cargo run --example demo                                      # in-memory store
-//! cargo run --example demo -- --redis redis://127.0.0.1:6379    # Redis
-//! cargo run --example demo -- --postgres postgres://postgres@127.0.0.1:5432/test
+//! cargo run --example demo -- redis://127.0.0.1:6379             # Redis
+//! cargo run --example demo -- postgres://postgres@127.0.0.1:5432/test
 //! ```
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest};
+use leader::store::{AcquireOutcome, AcquireRequest, SharedStore};
 use leader::{
     LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken,
-    MemoryStore, PostgresStore, RedisStore,
 };
 use tokio::time::{Instant, sleep};
 
@@ -181,24 +180,20 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-const USAGE: &str = "usage: cargo run --example demo [-- --redis redis://127.0.0.1:6379 | \
-                     --postgres postgres://postgres@127.0.0.1:5432/test]";
+const USAGE: &str = "usage: cargo run --example demo [-- STORE_URL], for example \
+                     redis://127.0.0.1:6379 or postgres://postgres@127.0.0.1:5432/test";
 
-/// The in-memory store, Redis with `--redis URL`, PostgreSQL with `--postgres URL`.
-async fn store_from_args() -> Result<Arc<dyn LeaseStore>, String> {
+/// The in-memory store, or the store a URL names (`redis://…`, `postgres://…`).
+async fn store_from_args() -> Result<SharedStore, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => Ok(Arc::new(MemoryStore::new())),
-        [flag, url] if flag == "--redis" => match RedisStore::connect(url).await {
-            Ok(store) => Ok(Arc::new(store)),
-            Err(error) => Err(format!("cannot use Redis: {}", chain(&error))),
-        },
-        [flag, url] if flag == "--postgres" => match PostgresStore::connect(url).await {
-            Ok(store) => Ok(Arc::new(store)),
-            Err(error) => Err(format!("cannot use PostgreSQL: {}", chain(&error))),
-        },
-        _ => Err(USAGE.to_owned()),
-    }
+    let url = match args.as_slice() {
+        [] => "memory://",
+        [url] if !url.starts_with('-') => url,
+        _ => return Err(USAGE.to_owned()),
+    };
+    leader::store::connect(url).await.map_err(|error| {
+        format!("cannot use {}: {}", leader::store::redact_url(url), chain(&error))
+    })
 }
 
 #[tokio::main]

@@ -4,12 +4,12 @@
 //!
 //! ```text
 //! cargo run --example periodic_jobs                                   # in-memory store
-//! cargo run --example periodic_jobs -- --redis redis://127.0.0.1:6379 # Redis
+//! cargo run --example periodic_jobs -- redis://127.0.0.1:6379         # Redis
 //! ```
 
 use std::time::Duration;
 
-use leader::{LeaderRunResult, MemoryStore, RedisStore, leader_election, leader_group_election};
+use leader::{LeaderRunResult, leader_election, leader_group_election};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
 /// One replica of the service.
@@ -65,18 +65,17 @@ impl Replica {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => drop(leader::install_default_store(MemoryStore::new())),
-        [flag, url] if flag == "--redis" => {
-            drop(leader::install_default_store(RedisStore::connect(url).await?))
-        }
+    let url = match args.as_slice() {
+        [] => "memory://",
+        [url] if !url.starts_with('-') => url.as_str(),
         _ => {
             eprintln!(
-                "usage: cargo run --example periodic_jobs [-- --redis redis://127.0.0.1:6379]"
+                "usage: cargo run --example periodic_jobs [-- STORE_URL, such as redis://127.0.0.1:6379]"
             );
             std::process::exit(2);
         }
-    }
+    };
+    drop(leader::install_default_store(leader::store::connect(url).await?));
     let started = Instant::now();
     let until = started + Duration::from_secs(5);
     let replicas = ["replica-a", "replica-b", "replica-c"]

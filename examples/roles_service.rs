@@ -3,18 +3,17 @@
 //! each role, the other stands by; Ctrl-C in the leading one hands over at once.
 //!
 //! ```text
-//! cargo run --example roles_service -- --redis redis://127.0.0.1:6379
-//! cargo run --example roles_service -- --postgres postgres://postgres@127.0.0.1:5432/test
+//! cargo run --example roles_service -- --store redis://127.0.0.1:6379
+//! cargo run --example roles_service -- --store postgres://postgres@127.0.0.1:5432/test
 //! cargo run --example roles_service                      # in-memory: leads both roles alone
 //! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use leader::store::SharedStore;
 use leader::{
     LeaderChannel, LeaderChannelOptions, Leadership, LeadershipOptions, LeadershipRegistry,
-    LeaseStore, MemoryStore, PostgresStore, RedisStore,
 };
 use tokio::time::{interval, sleep};
 
@@ -65,18 +64,13 @@ async fn outbox(leadership: Leadership) -> Result<(), leader::Error> {
     Ok(())
 }
 
-async fn store_from_args(args: &[String]) -> Result<Arc<dyn LeaseStore>, leader::Error> {
-    let url_after = |flag: &str| {
-        let i = args.iter().position(|arg| arg == flag)?;
-        Some(args.get(i + 1).map(String::as_str).unwrap_or_default())
+/// The store `--store URL` names (`redis://…`, `postgres://…`), in-memory without one.
+async fn store_from_args(args: &[String]) -> Result<SharedStore, leader::Error> {
+    let url = match args.iter().position(|arg| arg == "--store") {
+        Some(i) => args.get(i + 1).map(String::as_str).unwrap_or_default(),
+        None => "memory://",
     };
-    if let Some(url) = url_after("--redis") {
-        return Ok(Arc::new(RedisStore::connect(url).await?));
-    }
-    if let Some(url) = url_after("--postgres") {
-        return Ok(Arc::new(PostgresStore::connect(url).await?));
-    }
-    Ok(Arc::new(MemoryStore::new()))
+    leader::store::connect(url).await
 }
 
 #[tokio::main]

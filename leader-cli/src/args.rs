@@ -4,16 +4,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use leader::{KeyOptions, LeaseStore, PostgresStore, RedisStore};
+use leader::KeyOptions;
+use leader::store::SharedStore;
 
 /// Show, watch and free the slots of leader groups kept in Redis, Valkey or PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
 pub struct Cli {
-    /// The store's URL: `redis://…` (or `rediss://` for TLS, `unix://`) for Redis or Valkey,
-    /// `postgres://…` for PostgreSQL (user and password go in it; TLS with `?sslmode=require`,
-    /// or whenever the server offers it). TLS certificates are always verified.
-    #[arg(long, env = "LEADER_REDIS_URL", default_value = "redis://127.0.0.1:6379", global = true)]
+    /// The store's URL: `redis://…` (or `rediss://` for TLS, `unix://`,
+    /// `redis+sentinel://host:port/primary`, `redis+cluster://host:port,…`) for Redis or
+    /// Valkey, `postgres://…` for PostgreSQL (user and password go in it; TLS with
+    /// `?sslmode=require`, or whenever the server offers it). TLS certificates are always
+    /// verified.
+    #[arg(long, env = "LEADER_STORE_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.
     #[arg(long, default_value = "", global = true)]
@@ -68,45 +71,6 @@ pub enum Command {
     },
 }
 
-/// The store the URL names.
-pub enum Store {
-    /// Redis or Valkey.
-    Redis(RedisStore),
-    /// PostgreSQL.
-    Postgres(PostgresStore),
-}
-
-impl Store {
-    /// The store's operations.
-    pub fn lease_store(&self) -> &dyn LeaseStore {
-        match self {
-            Store::Redis(store) => store,
-            Store::Postgres(store) => store,
-        }
-    }
-
-    /// The store keys of the groups whose key starts with `prefix` and ends with `suffix`.
-    pub async fn list_groups(
-        &self,
-        prefix: &str,
-        suffix: &str,
-    ) -> Result<Vec<String>, leader::Error> {
-        match self {
-            Store::Redis(store) => store.list_groups(prefix, suffix).await,
-            Store::Postgres(store) => store.list_groups(prefix, suffix).await,
-        }
-    }
-}
-
-impl std::fmt::Display for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Store::Redis(store) => store.fmt(f),
-            Store::Postgres(store) => store.fmt(f),
-        }
-    }
-}
-
 /// Boxed errors, for the commands.
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -116,34 +80,41 @@ impl Cli {
         KeyOptions::new().namespace(&self.namespace).format(&self.key_format)
     }
 
-    /// The store, connected and checked.
-    pub async fn store(&self) -> Result<Store, Failure> {
-        let postgres = ["postgres://", "postgresql://"];
-        let store = if postgres.iter().any(|scheme| self.url.starts_with(scheme)) {
-            let mut store = PostgresStore::builder(&self.url).command_timeout(self.command_timeout);
-            if let Some(path) = &self.ca_file {
-                let pem = std::fs::read(path).map_err(|error| {
-                    format!("cannot read --ca-file {}: {error}", path.display())
-                })?;
-                store = store.tls_root_certificates(pem);
+    /// The store the URL names, checked to answer.
+    pub async fn store(&self) -> Result<SharedStore, Failure> {
+        let mut builder = leader::store::builder(&self.url).command_timeout(self.command_timeout);
+        if let Some(path) = &self.ca_file {
+            if !self.url.starts_with("postgres") {
+                return Err(format!(
+                    "--ca-file {} applies to postgres:// URLs only (a Redis store verifies \
+                     rediss:// against the system's roots)",
+                    path.display()
+                )
+                .into());
             }
-            Store::Postgres(store.build()?)
-        } else if let Some(path) = &self.ca_file {
-            return Err(format!(
-                "--ca-file {} applies to postgres:// URLs only (a Redis store verifies \
-                 rediss:// against the system's roots)",
-                path.display()
-            )
-            .into());
-        } else {
-            let store = RedisStore::builder(&self.url).command_timeout(self.command_timeout);
-            Store::Redis(store.build()?)
-        };
-        // A cheap read that proves the server answers (and that the URL's credentials work).
-        match store.lease_store().state("leader:cli-connection-check").await {
-            Ok(_) => Ok(store),
-            Err(error) => Err(format!("cannot reach {store}: {}", crate::chain(&error)).into()),
+            let pem = std::fs::read(path)
+                .map_err(|error| format!("cannot read --ca-file {}: {error}", path.display()))?;
+            builder = builder.tls_root_certificates(pem);
         }
+        let store = builder.build()?;
+        // A cheap read that proves the server answers (and that the URL's credentials work).
+        match store.state("leader:cli-connection-check").await {
+            Ok(_) => Ok(store),
+            Err(error) => Err(format!(
+                "cannot reach {}: {}",
+                leader::store::redact_url(&self.url),
+                crate::chain(&error)
+            )
+            .into()),
+        }
+    }
+
+    /// Whether the URL names one Redis or Valkey server, whose channels `watch` follows
+    /// (through Sentinel or on a Cluster it follows the store's release notifications).
+    pub fn is_standalone_redis(&self) -> bool {
+        ["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|s| self.url.starts_with(s))
     }
 
     /// The store key of `group`.

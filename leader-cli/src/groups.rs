@@ -16,7 +16,7 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
             .and_then(|k| k.strip_suffix(suffix))
             .unwrap_or(&key)
             .to_owned();
-        let snapshot = store.lease_store().state(&key).await?;
+        let snapshot = store.state(&key).await?;
         groups.push((name, key, snapshot));
     }
     if json {

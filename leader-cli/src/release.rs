@@ -12,7 +12,7 @@ pub async fn run(cli: &Cli, group: &str, token: &str) -> Result<ExitCode, Failur
     let key = cli.key(group)?;
     let token: LeaseToken = token.parse()?;
     let store = cli.store().await?;
-    match store.lease_store().release(&key, token, Duration::ZERO).await? {
+    match store.release(&key, token, Duration::ZERO).await? {
         ReleaseOutcome::Released | ReleaseOutcome::Kept { .. } => {
             println!("released the slot of group {group} held under that token");
             Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use crate::table;
 pub async fn run(cli: &Cli, group: &str, json: bool) -> Result<ExitCode, Failure> {
     let key = cli.key(group)?;
     let store = cli.store().await?;
-    let snapshot = store.lease_store().state(&key).await?;
+    let snapshot = store.state(&key).await?;
     if json {
         println!("{}", table::json(group, &key, &snapshot));
     } else {

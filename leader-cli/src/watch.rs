@@ -7,11 +7,12 @@ use std::time::Duration;
 use std::pin::Pin;
 
 use futures_util::StreamExt;
+use leader::RedisStore;
 use leader::store::ReleaseWatch;
-use leader::{LeaseStore, RedisStore};
+use leader::store::SharedStore;
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::args::{Cli, Failure, Store};
+use crate::args::{Cli, Failure};
 use crate::table;
 
 pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<ExitCode, Failure> {
@@ -21,7 +22,7 @@ pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<E
     let end = duration.map(|d| Instant::now() + d);
     let redraw_in_place = std::io::stdout().is_terminal();
     loop {
-        let snapshot = store.lease_store().state(&key).await?;
+        let snapshot = store.state(&key).await?;
         let frame = table::render(group, &key, &snapshot);
         if redraw_in_place {
             print!("\x1b[2J\x1b[H{frame}");
@@ -58,8 +59,8 @@ const WATCH_FOR: Duration = Duration::from_secs(30);
 const ANNOUNCE_EVERY: Duration = Duration::from_secs(10);
 
 /// What wakes a redraw: on Redis, the group's grant and release channels, which the store
-/// publishes on while this watcher announces itself; on PostgreSQL, the store's release
-/// notifications, and a look every second for grants (which send no notification).
+/// publishes on while this watcher announces itself; on other stores (PostgreSQL), the
+/// store's release notifications, and a look every second for grants (which send none).
 enum Changes {
     Redis {
         messages: Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>,
@@ -67,26 +68,27 @@ enum Changes {
         key: String,
         announced_at: Instant,
     },
-    Postgres(ReleaseWatch),
+    Releases(ReleaseWatch),
 }
 
 impl Changes {
-    async fn subscribe(cli: &Cli, store: &Store, key: &str) -> Result<Self, Failure> {
-        Ok(match store {
-            Store::Redis(store) => {
-                let client = redis::Client::open(cli.url.as_str())?;
-                let layout = RedisStore::group_layout(key)?;
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
-                store.announce_watcher(key, WATCH_FOR).await?;
-                Changes::Redis {
-                    messages: Box::pin(pubsub.into_on_message()),
-                    store: store.clone(),
-                    key: key.to_owned(),
-                    announced_at: Instant::now(),
-                }
+    async fn subscribe(cli: &Cli, store: &SharedStore, key: &str) -> Result<Self, Failure> {
+        Ok(if cli.is_standalone_redis() {
+            let store =
+                RedisStore::builder(&cli.url).command_timeout(cli.command_timeout).build()?;
+            let client = redis::Client::open(cli.url.as_str())?;
+            let layout = RedisStore::group_layout(key)?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&[layout.grant_channel, layout.release_channel]).await?;
+            store.announce_watcher(key, WATCH_FOR).await?;
+            Changes::Redis {
+                messages: Box::pin(pubsub.into_on_message()),
+                store,
+                key: key.to_owned(),
+                announced_at: Instant::now(),
             }
-            Store::Postgres(store) => Changes::Postgres(store.watch_releases(key).await?),
+        } else {
+            Changes::Releases(store.watch_releases(key).await?)
         })
     }
 
@@ -105,7 +107,7 @@ impl Changes {
                     }
                 }
             }
-            Changes::Postgres(releases) => {
+            Changes::Releases(releases) => {
                 tokio::select! {
                     () = releases.released() => {}
                     () = sleep(Duration::from_secs(1)) => {}

@@ -11,7 +11,7 @@ fn leader(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_leader"))
         .args(["--url", url])
         .args(args)
-        .env_remove("LEADER_REDIS_URL")
+        .env_remove("LEADER_STORE_URL")
         .output()
         .expect("runs")
 }
@@ -125,10 +125,7 @@ async fn errors_are_clear_and_exit_with_2() {
     let output = leader(&unreachable, &["state", "x", "--command-timeout", "2s"]);
     assert_eq!(output.status.code(), Some(2));
     let message = stderr(&output);
-    assert!(
-        message.starts_with("error: cannot reach redis standalone redis://app:***@127.0.0.1:"),
-        "{message}"
-    );
+    assert!(message.starts_with("error: cannot reach redis://app:***@127.0.0.1:"), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
 
     let output = leader("http://localhost", &["state", "x"]);

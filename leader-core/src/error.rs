@@ -153,6 +153,16 @@ pub enum Error {
         required: &'static str,
     },
 
+    /// The store cannot do this at all (it is no failure of this call): for example listing
+    /// groups on a store that keeps no index of them.
+    #[error("the {store} store cannot {operation}")]
+    Unsupported {
+        /// The store's kind.
+        store: &'static str,
+        /// What was asked.
+        operation: &'static str,
+    },
+
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
     Random(#[source] std::io::Error),

@@ -308,6 +308,25 @@ impl LeaseStore for MemoryStore {
         let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
         Ok(ReleaseWatch::new(receiver, Some(Arc::new(forget))))
     }
+
+    /// The groups with a live slot (an idle group is forgotten).
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        let now = Instant::now();
+        let groups = self.groups();
+        let mut keys: Vec<String> = groups
+            .by_key
+            .iter()
+            .filter(|(key, group)| {
+                key.len() >= prefix.len() + suffix.len()
+                    && key.starts_with(prefix)
+                    && key.ends_with(suffix)
+                    && group.slots.iter().any(|slot| slot.expires_at > now)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
 }
 
 impl fmt::Debug for MemoryStore {

@@ -4,6 +4,7 @@
 //! [`LeaseToken`], renewed and released only with that token, and expires on the store's
 //! clock. The electors build everything else on these five operations.
 
+mod connect;
 mod disabled;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -27,6 +28,7 @@ pub use self::redis::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore,
     RedisStoreBuilder,
 };
+pub use connect::{SharedStore, StoreBuilder, builder, connect, redact_url};
 /// The deadpool-postgres version the PostgreSQL store is built on (with
 /// `deadpool_postgres::tokio_postgres`, the client): the pool and configuration that
 /// [`PostgresStore::pool_builder`] takes are its types.
@@ -192,6 +194,15 @@ pub trait LeaseStore: Debug + Send + Sync {
     /// A watch that wakes when a slot of `key` is released or shortened. Subscribe before
     /// the acquire whose failure you will wait on, so no release falls in between.
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error>;
+
+    /// The keys of the groups the store holds whose key starts with `prefix` and ends with
+    /// `suffix`, sorted, for tools (`leader groups`). What "holds" means is the store's: a
+    /// group with live slots is always listed; an idle one while the store keeps it.
+    /// Default: [`Error::Unsupported`], for a store that cannot list its groups.
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        let _ = (prefix, suffix);
+        Err(Error::Unsupported { store: self.kind(), operation: "list groups" })
+    }
 }
 
 #[async_trait]
@@ -232,5 +243,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         (**self).watch_releases(key).await
+    }
+
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        (**self).list_groups(prefix, suffix).await
     }
 }

@@ -6,7 +6,6 @@
 /// redis://app:s3cret@cache:6379/0  ->  redis://app:***@cache:6379/0
 /// redis://:s3cret@cache            ->  redis://:***@cache
 /// ```
-#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         // A PostgreSQL `key=value` connection string.

@@ -88,10 +88,9 @@ impl PostgresStore {
         self.schema_ready().await
     }
 
-    /// The store keys of the groups whose key starts with `prefix` and ends with `suffix`,
-    /// sorted: every group that ever had a slot keeps its row (its `max_leaders` and last
-    /// fence), live or idle.
-    pub async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+    /// [`LeaseStore::list_groups`]: every group that ever had a slot keeps its row (its
+    /// `max_leaders` and last fence), live or idle.
+    async fn select_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
         let sql = &self.inner.names.list_sql;
         let params: [&(dyn ToSql + Sync); 2] = [&prefix, &suffix];
         let rows = self.query(Call { operation: "list", sql }, &params).await?;
@@ -366,6 +365,12 @@ impl LeaseStore for PostgresStore {
             });
         }
         Ok(snapshot)
+    }
+
+    /// Every group that ever had a slot keeps its row (its `max_leaders` and last fence),
+    /// so idle groups are listed too.
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        self.select_groups(prefix, suffix).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {

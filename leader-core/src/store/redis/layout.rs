@@ -50,10 +50,14 @@ impl RedisStore {
         })
     }
 
-    /// The store keys of the groups in Redis whose key starts with `prefix` and ends with
-    /// `suffix`, sorted; found with `SCAN`, which never blocks the server. A group is listed
-    /// while its hash exists. Standalone and Sentinel only: on a Cluster, name the group.
-    pub async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+    /// [`LeaseStore::list_groups`](crate::LeaseStore::list_groups): found with `SCAN`, which
+    /// never blocks the server. A group is listed while its hash exists. Standalone and
+    /// Sentinel only: on a Cluster, name the group.
+    pub(super) async fn scan_groups(
+        &self,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<Vec<String>, Error> {
         let (_, connection, _) =
             self.inner.connections.get().await.map_err(|e| super::connect_failure("scan", e))?;
         let SharedConnection::Multiplexed(mut connection) = connection else {

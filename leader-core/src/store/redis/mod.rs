@@ -375,6 +375,13 @@ impl LeaseStore for RedisStore {
         reply::state(reply)
     }
 
+    /// Found with `SCAN`, which never blocks the server; a group is listed while its hash
+    /// exists (an idle group for `idle_group_ttl`). Standalone and Sentinel only: on a
+    /// Cluster this is an error (name the group instead).
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        self.scan_groups(prefix, suffix).await
+    }
+
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         GroupKeys::new(key)?;
         let watch = self.inner.releases.watch(key);

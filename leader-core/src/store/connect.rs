@@ -1,0 +1,278 @@
+//! Opening a store from a URL: [`connect`] and [`builder`]; the URL's scheme picks the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{LeaseStore, MemoryStore};
+use crate::Error;
+
+/// A store that electors, leaderships and tools share: what [`connect`] returns.
+pub type SharedStore = Arc<dyn LeaseStore>;
+
+/// The schemes [`connect`] knows, for errors.
+const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel://, \
+                       redis+cluster://, postgres:// or postgresql://";
+
+/// Opens the store `url` names and checks that it answers (a PostgreSQL store also creates
+/// or checks its schema): `builder(url).connect().await`.
+///
+/// | URL | store | feature |
+/// |---|---|---|
+/// | `memory://` | a new [`MemoryStore`] (this process only) | |
+/// | `redis://[user:password@]host[:port][/db]`, `unix:///path` | `RedisStore`, standalone | `redis` |
+/// | `rediss://…` | `RedisStore` over TLS | `tls` |
+/// | `redis+sentinel://host:port[,host:port…]/primary-name` | `RedisStore` through Sentinel | `redis` |
+/// | `redis+cluster://[user:password@]host:port[,host:port…]` | `RedisStore` on a Cluster | `redis` |
+/// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
+///
+/// A scheme whose feature is off is a clear error naming the feature. For settings a URL
+/// cannot carry (a pool of your own, Sentinel credentials, replica acknowledgement), use
+/// the store's own builder.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// use leader_core::{LeaderElectionOptions, LeaderElector};
+///
+/// let store = leader_core::store::connect("memory://").await?;
+/// let elector = LeaderElector::new(store, LeaderElectionOptions::new())?;
+/// assert!(elector.run_if_leader("report", |_| async {}).await?.is_elected());
+///
+/// let err = leader_core::store::connect("mysql://db/app").await.unwrap_err();
+/// assert!(err.to_string().starts_with("invalid `url` \"mysql://db/app\""));
+/// # Ok(()) }
+/// ```
+pub async fn connect(url: &str) -> Result<SharedStore, Error> {
+    builder(url).connect().await
+}
+
+/// `url` as it may be shown in logs and errors: any password replaced by `***`.
+///
+/// ```
+/// let shown = leader_core::store::redact_url("redis://app:s3cret@cache:6379/0");
+/// assert_eq!(shown, "redis://app:***@cache:6379/0");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    super::url::redact(url)
+}
+
+/// A [`StoreBuilder`] for the store `url` names (see [`connect`] for the schemes).
+pub fn builder(url: impl Into<String>) -> StoreBuilder {
+    StoreBuilder { url: url.into(), command_timeout: None, tls_roots: Vec::new() }
+}
+
+/// Settings every store takes, for a store chosen by URL: made by [`builder`], finished by
+/// [`build`](Self::build) (no I/O) or [`connect`](Self::connect).
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` or `connect`"]
+pub struct StoreBuilder {
+    url: String,
+    command_timeout: Option<Duration>,
+    tls_roots: Vec<Vec<u8>>,
+}
+
+/// Which store a URL names.
+enum Kind {
+    Memory,
+    Redis,
+    RedisSentinel,
+    RedisCluster,
+    Postgres,
+}
+
+impl StoreBuilder {
+    /// How long one store operation may take before it fails with [`Error::Timeout`].
+    /// Default: the store's own (5 s for Redis and PostgreSQL); `MemoryStore` has none.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = Some(timeout);
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` beside the system's roots, for a server
+    /// whose certificate a private CA signed. PostgreSQL URLs only (feature
+    /// `postgres-tls`); with any other URL, `build` fails naming the scheme.
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_roots.push(pem.into());
+        self
+    }
+
+    /// Makes the store without touching the server: its first operation connects.
+    pub fn build(self) -> Result<SharedStore, Error> {
+        let kind = self.kind()?;
+        if !self.tls_roots.is_empty() && !matches!(kind, Kind::Postgres) {
+            return Err(self.invalid(
+                "tls_root_certificates apply to postgres:// URLs only (a Redis store verifies \
+                 rediss:// against the system's roots)",
+            ));
+        }
+        match kind {
+            Kind::Memory => Ok(Arc::new(MemoryStore::new())),
+            Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster => self.redis(kind),
+            Kind::Postgres => self.postgres(),
+        }
+    }
+
+    /// [`build`](Self::build), then checks that the server answers (a PostgreSQL store also
+    /// creates or checks its schema).
+    pub async fn connect(self) -> Result<SharedStore, Error> {
+        let store = self.build()?;
+        // A read of a group nobody uses: one round trip that proves the server answers and
+        // the URL's credentials work (and migrates a PostgreSQL schema).
+        store.state("leader:connection-check").await?;
+        Ok(store)
+    }
+
+    fn kind(&self) -> Result<Kind, Error> {
+        let scheme = self.url.split_once("://").map(|(scheme, _)| scheme);
+        let kind = match scheme {
+            Some("memory") => Kind::Memory,
+            Some("redis" | "rediss" | "unix" | "redis+unix") => Kind::Redis,
+            Some("redis+sentinel") => Kind::RedisSentinel,
+            Some("redis+cluster") => Kind::RedisCluster,
+            Some("postgres" | "postgresql") => Kind::Postgres,
+            _ => return Err(self.invalid(format!("unknown scheme; expected {SCHEMES}"))),
+        };
+        let needs = match kind {
+            Kind::Memory => None,
+            Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster => {
+                (!cfg!(feature = "redis")).then_some("redis")
+            }
+            Kind::Postgres => (!cfg!(feature = "postgres")).then_some("postgres"),
+        };
+        let needs =
+            needs.or_else(|| (scheme == Some("rediss") && !cfg!(feature = "tls")).then_some("tls"));
+        match needs {
+            Some(feature) => Err(self.invalid(format!(
+                "{}:// URLs need the `{feature}` feature of leader",
+                scheme.unwrap_or_default()
+            ))),
+            None => Ok(kind),
+        }
+    }
+
+    fn invalid(&self, allowed: impl Into<String>) -> Error {
+        Error::invalid_option("url", super::url::redact(&self.url), allowed)
+    }
+
+    #[cfg(feature = "redis")]
+    fn redis(self, kind: Kind) -> Result<SharedStore, Error> {
+        use super::redis::RedisStore;
+        use deadpool_redis::{cluster, sentinel};
+
+        let builder = match kind {
+            Kind::RedisSentinel => {
+                let rest = self.url.trim_start_matches("redis+sentinel://");
+                let (nodes, primary) = rest.split_once('/').unwrap_or((rest, ""));
+                if primary.is_empty() || primary.contains('/') || nodes.contains('@') {
+                    return Err(self.invalid(
+                        "expected redis+sentinel://host:port[,host:port…]/primary-name, without \
+                         credentials (for those, use RedisStore::sentinel_builder)",
+                    ));
+                }
+                let urls = nodes.split(',').map(|node| format!("redis://{node}")).collect();
+                let config = sentinel::Config::from_urls::<Vec<String>>(
+                    urls,
+                    primary.to_owned(),
+                    sentinel::SentinelServerType::Master,
+                );
+                RedisStore::sentinel_builder(config)
+            }
+            Kind::RedisCluster => {
+                let rest = self.url.trim_start_matches("redis+cluster://");
+                let (user_info, nodes) = match rest.rsplit_once('@') {
+                    Some((user_info, nodes)) => (format!("{user_info}@"), nodes),
+                    None => (String::new(), rest),
+                };
+                if nodes.is_empty() || nodes.contains('/') {
+                    return Err(self.invalid(
+                        "expected redis+cluster://[user:password@]host:port[,host:port…]",
+                    ));
+                }
+                let urls: Vec<String> =
+                    nodes.split(',').map(|node| format!("redis://{user_info}{node}")).collect();
+                RedisStore::cluster_builder(cluster::Config::from_urls(urls))
+            }
+            _ => RedisStore::builder(self.url),
+        };
+        let builder = match self.command_timeout {
+            Some(timeout) => builder.command_timeout(timeout),
+            None => builder,
+        };
+        Ok(Arc::new(builder.build()?))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    fn redis(self, _kind: Kind) -> Result<SharedStore, Error> {
+        Err(self.invalid("Redis URLs need the `redis` feature of leader"))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres(self) -> Result<SharedStore, Error> {
+        let mut builder = super::postgres::PostgresStore::builder(self.url);
+        if let Some(timeout) = self.command_timeout {
+            builder = builder.command_timeout(timeout);
+        }
+        #[cfg(feature = "postgres-tls")]
+        for pem in self.tls_roots {
+            builder = builder.tls_root_certificates(pem);
+        }
+        #[cfg(not(feature = "postgres-tls"))]
+        if !self.tls_roots.is_empty() {
+            return Err(Error::invalid_option(
+                "tls_root_certificates",
+                "<PEM>",
+                "needs the `postgres-tls` feature",
+            ));
+        }
+        Ok(Arc::new(builder.build()?))
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn postgres(self) -> Result<SharedStore, Error> {
+        Err(self.invalid("postgres:// URLs need the `postgres` feature of leader"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(url: &str) -> String {
+        builder(url).build().err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_scheme_picks_the_store_and_a_wrong_one_is_named() {
+        assert_eq!(builder("memory://").build().unwrap().kind(), "memory");
+        assert!(refusal("mysql://db/app").contains("unknown scheme"), "{}", refusal("mysql://x"));
+        assert!(refusal("127.0.0.1:6379").contains("expected memory://"));
+        assert!(!refusal("ftp://app:s3cret@db").contains("s3cret"));
+        let tls = builder("memory://").tls_root_certificates(b"pem".to_vec()).build();
+        assert!(tls.unwrap_err().to_string().contains("postgres:// URLs only"));
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redis_urls_of_each_topology() {
+        assert_eq!(builder("redis://127.0.0.1:6379").build().unwrap().kind(), "redis");
+        let cluster = builder("redis+cluster://a:s3cret@10.0.0.1:7000,10.0.0.2:7000").build();
+        assert_eq!(cluster.unwrap().kind(), "redis");
+        assert!(builder("redis+sentinel://10.0.0.7:26379/mymaster").build().is_ok());
+        for url in ["redis+sentinel://10.0.0.7:26379", "redis+sentinel://u:p@h:1/m"] {
+            assert!(refusal(url).contains("expected redis+sentinel://"), "{url}: {}", refusal(url));
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_scheme_whose_feature_is_off_names_the_feature() {
+        let err = refusal("postgres://app@db/app");
+        assert!(err.contains("need the `postgres` feature"), "{err}");
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn a_redis_url_without_the_feature_names_it() {
+        let err = refusal("redis://127.0.0.1");
+        assert!(err.contains("need the `redis` feature"), "{err}");
+    }
+}
