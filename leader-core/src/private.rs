@@ -4,7 +4,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::{
     Error, LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease, LeaseStore,
     default_holder_id, default_store,
@@ -86,39 +85,15 @@ where
     Fut: Future<Output = T>,
 {
     let store = store.or_else(default_store).ok_or(Error::NoDefaultStore)?;
-    let wait = Duration::from_millis(options.wait_ms);
-    let deadline = tokio::time::Instant::now() + wait;
-    let elector_with_wait = |wait: Duration| {
-        let elector_options = LeaderGroupElectionOptions::new(options.max_leaders)
-            .wait_time(wait)
-            .lease_time(Duration::from_millis(options.lease_ms))
-            .min_lease_time(Duration::from_millis(options.min_lease_ms))
-            .auto_extend(options.auto_extend)
-            .holder_id(options.holder_id.unwrap_or_else(process_holder_id));
-        LeaderGroupElector::from_shared_store(store.clone(), elector_options)
-    };
-    let mut body = Some(body);
-    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(1));
-    let mut wait_left = wait;
-    loop {
-        // The body runs at most once: an attempt that fails before a grant leaves it here.
-        let attempt = elector_with_wait(wait_left)?
-            .run_if_leader(name, |lease| body.take().expect("taken only when elected")(lease))
-            .await;
-        let error = match attempt {
-            Err(error) if options.skip_on_store_error && error.is_store_failure() => error,
-            result => return result,
-        };
-        wait_left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if body.is_none() || wait_left.is_zero() {
-            tracing::warn!(group = name, %error, "store failed; skipping as on_store_error = \"skip\" asks");
-            return Ok(LeaderRunResult::Skipped);
-        }
-        tracing::warn!(
-            group = name, %error, ?wait_left,
-            "store failed; trying again until wait_time is over, as on_store_error = \"skip\" asks"
-        );
-        tokio::time::sleep(backoff.next_pause().min(wait_left)).await;
-        wait_left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let elector_options = LeaderGroupElectionOptions::new(options.max_leaders)
+        .wait_time(Duration::from_millis(options.wait_ms))
+        .lease_time(Duration::from_millis(options.lease_ms))
+        .min_lease_time(Duration::from_millis(options.min_lease_ms))
+        .auto_extend(options.auto_extend)
+        .holder_id(options.holder_id.unwrap_or_else(process_holder_id));
+    let mut elector = LeaderGroupElector::from_shared_store(store, elector_options)?;
+    if options.skip_on_store_error {
+        elector = elector.skipping_store_errors();
     }
+    elector.run_if_leader(name, body).await
 }

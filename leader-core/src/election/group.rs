@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 
-use super::acquire::acquire_slot;
+use super::candidate::{self, PerCall, PerCallStop, Won};
 use super::guard::SlotGuard;
 use super::options::Settings;
 use super::renewal::supervise;
@@ -88,6 +88,13 @@ impl LeaderGroupElector {
         })
     }
 
+    /// This elector with the macros' `on_store_error = "skip"`: a store failure before a
+    /// grant is tried again until `wait_time` is over, then the call is `Skipped`.
+    pub(crate) fn skipping_store_errors(mut self) -> Self {
+        Arc::make_mut(&mut self.settings).retry_store_errors = true;
+        self
+    }
+
     /// How many slots each group has.
     pub fn max_leaders(&self) -> u32 {
         self.settings.max_leaders
@@ -153,10 +160,21 @@ impl LeaderGroupElector {
             holder: &settings.holder_id,
             lease_time: settings.lease_time,
         };
-        let acquired = acquire_slot(&*self.store, request, settings.wait_time, &mut guard).await?;
-        let Some((grant, sent_at)) = acquired else {
-            tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
-            return Ok(LeaderRunResult::Skipped);
+        let mut policy = PerCall::new(name, settings.wait_time, settings.retry_store_errors);
+        let Won { grant, sent_at } = match candidate::stand(
+            &*self.store,
+            request,
+            &mut guard,
+            &mut policy,
+        )
+        .await
+        {
+            Ok(won) => won,
+            Err(PerCallStop::Skipped) => {
+                tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
+                return Ok(LeaderRunResult::Skipped);
+            }
+            Err(PerCallStop::Failed(error)) => return Err(error),
         };
         telemetry::metric::transition(&key, "elected");
         let lease = Lease::new(group, key, token, settings.holder_id.clone(), grant, sent_at, None);

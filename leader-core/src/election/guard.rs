@@ -60,19 +60,6 @@ impl SlotGuard {
     }
 }
 
-/// Gives back, in the background, whatever slot `token` may hold in group `key` (a grant
-/// whose reply was lost): released once the store answers, retried for up to `lease_time`.
-pub(crate) fn spawn_give_back(
-    store: Arc<dyn LeaseStore>,
-    key: &str,
-    token: LeaseToken,
-    lease_time: Duration,
-) {
-    let mut guard = SlotGuard::new(store, key.into(), token, Duration::ZERO, lease_time);
-    guard.set_armed(true);
-    drop(guard);
-}
-
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         if !self.armed {

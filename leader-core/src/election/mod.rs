@@ -5,11 +5,11 @@
 //! Long-lived leadership (`crate::leadership`) keeps its terms with the same [`Lease`] and
 //! renewal loop.
 
-mod acquire;
 mod background;
+pub(crate) mod candidate;
 mod elector;
 mod group;
-mod guard;
+pub(crate) mod guard;
 pub(crate) mod lease;
 mod options;
 pub(crate) mod renewal;
@@ -19,7 +19,6 @@ mod state;
 pub use background::wait_for_releases;
 pub use elector::LeaderElector;
 pub use group::LeaderGroupElector;
-pub(crate) use guard::spawn_give_back;
 pub use lease::{Lease, LossReason};
 pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
 pub use run_result::LeaderRunResult;

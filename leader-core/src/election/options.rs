@@ -185,6 +185,7 @@ impl LeaderElectionOptions {
             extend_every,
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
+            retry_store_errors: false,
         })
     }
 }
@@ -357,6 +358,9 @@ pub(crate) struct Settings {
     pub extend_every: Option<Duration>,
     pub holder_id: Arc<str>,
     pub keys: KeyOptions,
+    /// The macros' `on_store_error = "skip"`: store failures are tried again until
+    /// `wait_time` is over, then the call is `Skipped`.
+    pub retry_store_errors: bool,
 }
 
 #[cfg(test)]

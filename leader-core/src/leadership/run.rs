@@ -7,15 +7,17 @@ use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 
 use super::{Command, Shared, WhenUncoordinated};
 use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::duration::MAX_DURATION;
-use crate::election::lease::{Lease, LossHook, LossReason, local_deadline};
+use crate::election::candidate::{self, Won};
+use crate::election::guard::SlotGuard;
+use crate::election::lease::{Lease, LossHook, LossReason};
 use crate::election::renewal::keep_renewing;
 use crate::outage::OutageLog;
-use crate::store::{AcquireOutcome, AcquireRequest, Grant};
+use crate::store::{AcquireRequest, Grant};
 use crate::{Error, LeaseToken, telemetry};
 
 /// What the loop does next.
@@ -156,7 +158,8 @@ fn begin_term(shared: &Shared, lease: &Lease, term: u64) -> bool {
 }
 
 /// Stands as candidate until a slot is won with time left on it (`Ok`: the grant, when its
-/// request was sent, and its token), or says what to do instead (`Err`).
+/// request was sent, and its token), or says what to do instead (`Err`): the candidate
+/// loop with [`Standing`]'s policy.
 async fn stand(
     shared: &Arc<Shared>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
@@ -168,86 +171,75 @@ async fn stand(
         Ok(token) => token,
         Err(error) => return Err(failed(shared, state, &error)),
     };
-    let mut releases = None;
-    // Whether an attempt failed in a way that may have granted the slot (its reply lost):
-    // the next attempt with the same token adopts such a grant, and a candidacy that ends
-    // before one answered gives it back.
-    let mut uncertain = false;
-    loop {
-        if releases.is_none() {
-            match shared.store.watch_releases(&settings.key).await {
-                Ok(watch) => releases = Some(watch),
-                Err(error) => {
-                    let next = failed(shared, state, &error);
-                    retry_or(pause_then(shared, commands, next).await)
-                        .map_err(|next| give_back_if(shared, token, uncertain, next))?;
-                    continue;
-                }
-            }
-        }
-        let request = AcquireRequest {
-            key: &settings.key,
-            max_leaders: settings.max_leaders,
-            token,
-            holder: &settings.holder_id,
-            lease_time: settings.lease_time,
-        };
-        let sent_at = Instant::now();
-        let wait = match telemetry::acquire(&*shared.store, request).await {
-            Ok(AcquireOutcome::Granted(grant))
-                if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
-            {
-                succeeded(shared, state);
-                return Ok((grant, sent_at, token));
-            }
-            Ok(AcquireOutcome::Granted(grant)) => {
-                // Never hand over a term that is already over: give the slot back and count
-                // this as a lost attempt.
-                succeeded(shared, state);
-                tracing::warn!(role = %settings.role, fence = grant.fence, "grant arrived after its local deadline; released it");
-                release(shared, token, Some(settings.lease_time)).await;
-                return Err(Next::StandAfter(settings.retry_delay()));
-            }
-            Ok(AcquireOutcome::Full { nearest_expiry }) => {
-                succeeded(shared, state);
-                // Sleep until the earliest slot could expire, unless a release wakes us first:
-                // standbys cost one attempt per expiry moment, not one per retry interval.
-                nearest_expiry.max(Duration::from_millis(1))
-            }
-            Err(error) => {
-                // The same token again after the pause: if the store granted the slot and
-                // only the reply was lost, the retry gets that grant instead of leaving it
-                // to expire.
-                uncertain |= error.is_transient();
-                let next = failed(shared, state, &error);
-                retry_or(pause_then(shared, commands, next).await)
-                    .map_err(|next| give_back_if(shared, token, uncertain, next))?;
-                continue;
-            }
-        };
-        uncertain = false;
-        let Some(watch) = releases.as_mut() else { continue };
+    let key: Arc<str> = Arc::from(settings.key.as_str());
+    // Gives back, if the candidacy ends first, a slot an unanswered attempt may have won.
+    let mut guard =
+        SlotGuard::new(shared.store.clone(), key, token, Duration::ZERO, settings.lease_time);
+    let request = AcquireRequest {
+        key: &settings.key,
+        max_leaders: settings.max_leaders,
+        token,
+        holder: &settings.holder_id,
+        lease_time: settings.lease_time,
+    };
+    let mut policy = Standing { shared, commands, state };
+    let Won { grant, sent_at } =
+        candidate::stand(&*shared.store, request, &mut guard, &mut policy).await?;
+    // The term owns the slot from here; its end releases it.
+    guard.set_armed(false);
+    Ok((grant, sent_at, token))
+}
+
+/// Long-lived leadership's candidate policy: stand for as long as it takes; after a store
+/// failure log it (an outage once) and pause with the backoff; after a grant that came too
+/// late pause a retry interval; a stop ends the candidacy, a resignation is answered
+/// (there is nothing to step down from).
+struct Standing<'a> {
+    shared: &'a Arc<Shared>,
+    commands: &'a mut mpsc::UnboundedReceiver<Command>,
+    state: &'a mut LoopState,
+}
+
+impl candidate::Policy for Standing<'_> {
+    type Stop = Next;
+
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    fn at_deadline(&mut self) -> Next {
+        Next::Stand
+    }
+
+    async fn failed(&mut self, error: Error) -> Result<(), Next> {
+        let next = failed(self.shared, self.state, &error);
+        retry_or(pause_then(self.shared, self.commands, next).await)
+    }
+
+    fn answered(&mut self) {
+        succeeded(self.shared, self.state);
+    }
+
+    async fn gave_back_a_late_grant(&mut self, fence: u64) -> Result<(), Next> {
+        // Never hand over a term that is already over.
+        tracing::warn!(role = %self.shared.settings.role, fence, "grant arrived after its local deadline; released it");
+        let next = Next::StandAfter(self.shared.settings.retry_delay());
+        retry_or(pause_then(self.shared, self.commands, next).await)
+    }
+
+    async fn interrupted(&mut self) -> Option<Next> {
         tokio::select! {
-            () = watch.released() => {}
-            () = sleep(wait) => {}
-            () = shared.shutdown.cancelled() => return Err(Next::Stop),
-            command = commands.recv() => match command {
+            () = self.shared.shutdown.cancelled() => Some(Next::Stop),
+            command = self.commands.recv() => match command {
                 // Not leading: nothing to step down from.
-                Some(Command::Resign(done)) => { let _ = done.send(()); }
-                None => return Err(Next::Stop),
+                Some(Command::Resign(done)) => {
+                    let _ = done.send(());
+                    None
+                }
+                None => Some(Next::Stop),
             },
         }
     }
-}
-
-/// What to do instead of standing again, after giving back (in the background, retried
-/// until the store answers) a slot that an unanswered attempt may have won.
-fn give_back_if(shared: &Arc<Shared>, token: LeaseToken, uncertain: bool, next: Next) -> Next {
-    if uncertain {
-        let (store, settings) = (shared.store.clone(), &shared.settings);
-        crate::election::spawn_give_back(store, &settings.key, token, settings.lease_time);
-    }
-    next
 }
 
 /// `Ok` to stand again in the same candidacy, or what to do instead.

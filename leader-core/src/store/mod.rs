@@ -6,6 +6,8 @@
 
 mod connect;
 mod disabled;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod listener;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;

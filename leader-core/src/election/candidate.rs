@@ -1,0 +1,204 @@
+//! The candidate loop: the one way a slot is won, for the per-call electors, the macros and
+//! long-lived leadership alike. Attempts are driven by release events and the nearest
+//! expiry, never by polling; what differs between callers (how long to try, what a store
+//! failure means, what else ends the wait) is a [`Policy`].
+
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use super::guard::SlotGuard;
+use super::lease::local_deadline;
+use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::store::{AcquireOutcome, AcquireRequest, Grant, LeaseStore, ReleaseWatch};
+use crate::{Error, telemetry};
+
+/// A slot won with time left on it: the grant, and when its request was sent (the base of
+/// the local deadline).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Won {
+    pub grant: Grant,
+    pub sent_at: Instant,
+}
+
+/// What a candidacy does besides asking the store.
+pub(crate) trait Policy {
+    /// How a candidacy ends without a slot.
+    type Stop;
+
+    /// Until when the candidate waits for a slot: `None`, for as long as it takes. A
+    /// deadline that has passed already allows exactly one attempt, without subscribing
+    /// to releases.
+    fn deadline(&self) -> Option<Instant>;
+
+    /// What the candidacy returns when its deadline passes without a slot.
+    fn at_deadline(&mut self) -> Self::Stop;
+
+    /// A store call failed: `Ok` to try again (after whatever pause the policy waited out),
+    /// or how the candidacy ends.
+    async fn failed(&mut self, error: Error) -> Result<(), Self::Stop>;
+
+    /// The store answered a call (a grant, a refusal or a subscription).
+    fn answered(&mut self);
+
+    /// A grant arrived after its local deadline and was given back: `Ok` to go on.
+    async fn gave_back_a_late_grant(&mut self, fence: u64) -> Result<(), Self::Stop>;
+
+    /// Resolves when something other than a release or an expiry ends the wait after a
+    /// refusal: `Some` to end the candidacy, `None` to attempt again at once.
+    async fn interrupted(&mut self) -> Option<Self::Stop>;
+}
+
+/// Stands as candidate for a slot of `request.key` under `request.token` until it is won
+/// (`Ok`) or the policy ends the candidacy (`Err`).
+///
+/// It subscribes to the group's releases first (unless the deadline allows a single
+/// attempt), then after each refusal sleeps until a release, the nearest expiry (at least
+/// 1 ms) or the deadline, and makes a last attempt at the deadline. Every attempt uses the
+/// same token, so one after a lost reply gets that grant back instead of a second slot.
+///
+/// `guard` is armed while a request is in flight and while a transient failure may have
+/// granted the slot, and left armed once the slot is won: dropping it gives the slot back.
+/// A grant whose reply arrived after its local deadline (a stall, a slow network) is never
+/// returned: it is given back, and counts as a lost attempt.
+pub(crate) async fn stand<P: Policy>(
+    store: &dyn LeaseStore,
+    request: AcquireRequest<'_>,
+    guard: &mut SlotGuard,
+    policy: &mut P,
+) -> Result<Won, P::Stop> {
+    let deadline = policy.deadline();
+    let single_attempt = deadline.is_some_and(|deadline| deadline <= Instant::now());
+    let mut releases: Option<ReleaseWatch> = None;
+    loop {
+        if releases.is_none() && !single_attempt {
+            match store.watch_releases(request.key).await {
+                Ok(watch) => releases = Some(watch),
+                Err(error) => {
+                    policy.failed(error).await?;
+                    continue;
+                }
+            }
+        }
+        let sent_at = Instant::now();
+        guard.set_armed(true);
+        let nearest_expiry = match telemetry::acquire(store, request).await {
+            Ok(AcquireOutcome::Granted(grant))
+                if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
+            {
+                policy.answered();
+                return Ok(Won { grant, sent_at });
+            }
+            Ok(AcquireOutcome::Granted(grant)) => {
+                policy.answered();
+                tracing::debug!(
+                    group = request.key,
+                    fence = grant.fence,
+                    "grant arrived after its local deadline; released it"
+                );
+                guard.give_back().await;
+                policy.gave_back_a_late_grant(grant.fence).await?;
+                Duration::ZERO
+            }
+            Ok(AcquireOutcome::Full { nearest_expiry }) => {
+                policy.answered();
+                guard.set_armed(false);
+                nearest_expiry
+            }
+            Err(error) => {
+                // A transient failure may have granted the slot before the reply was lost:
+                // the guard stays armed, so the slot is adopted by the next attempt (the
+                // same token) or given back when the candidacy ends.
+                guard.set_armed(error.is_transient());
+                policy.failed(error).await?;
+                continue;
+            }
+        };
+        let now = Instant::now();
+        if deadline.is_some_and(|deadline| now >= deadline) {
+            return Err(policy.at_deadline());
+        }
+        let Some(watch) = releases.as_mut() else {
+            return Err(policy.at_deadline());
+        };
+        let wake_at = now + nearest_expiry.max(Duration::from_millis(1));
+        let wake_at = deadline.map_or(wake_at, |deadline| deadline.min(wake_at));
+        tokio::select! {
+            () = watch.released() => {}
+            () = sleep_until(wake_at) => {}
+            stop = policy.interrupted() => if let Some(stop) = stop { return Err(stop) },
+        }
+    }
+}
+
+/// The policy of a per-call election (`run_if_leader`, and the macros): wait until
+/// `wait_time` is over; a store failure ends the call with the error, unless the macros'
+/// `on_store_error = "skip"` asked to try again (with [`Backoff`]) until then and return
+/// `Skipped`.
+pub(crate) struct PerCall<'a> {
+    deadline: Instant,
+    group: &'a str,
+    retry_store_errors: bool,
+    backoff: Backoff,
+}
+
+/// How a per-call candidacy ends without a slot.
+pub(crate) enum PerCallStop {
+    /// Every slot stayed held by others until `wait_time` was over.
+    Skipped,
+    /// The store failed (or the request was invalid).
+    Failed(Error),
+}
+
+impl<'a> PerCall<'a> {
+    /// Waits `wait_time` from now for a slot of `group`.
+    pub(crate) fn new(group: &'a str, wait_time: Duration, retry_store_errors: bool) -> Self {
+        PerCall {
+            deadline: Instant::now() + wait_time,
+            group,
+            retry_store_errors,
+            backoff: Backoff::new(FIRST_PAUSE, Duration::from_secs(1)),
+        }
+    }
+}
+
+impl Policy for PerCall<'_> {
+    type Stop = PerCallStop;
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
+
+    fn at_deadline(&mut self) -> PerCallStop {
+        PerCallStop::Skipped
+    }
+
+    async fn failed(&mut self, error: Error) -> Result<(), PerCallStop> {
+        if !(self.retry_store_errors && error.is_store_failure()) {
+            return Err(PerCallStop::Failed(error));
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(group = self.group, %error, "store failed; skipping as on_store_error = \"skip\" asks");
+            return Err(PerCallStop::Skipped);
+        }
+        tracing::warn!(
+            group = self.group, %error, wait_left = ?left,
+            "store failed; trying again until wait_time is over, as on_store_error = \"skip\" asks"
+        );
+        tokio::time::sleep(self.backoff.next_pause().min(left)).await;
+        Ok(())
+    }
+
+    fn answered(&mut self) {
+        self.backoff.reset();
+    }
+
+    async fn gave_back_a_late_grant(&mut self, _fence: u64) -> Result<(), PerCallStop> {
+        Ok(())
+    }
+
+    async fn interrupted(&mut self) -> Option<PerCallStop> {
+        std::future::pending().await
+    }
+}
