@@ -1,4 +1,4 @@
--- A refusal alone, by the store's acquire statement (schema.rs): the look in plain SQL
+-- A refusal alone, by the store's acquire statement (sql/acquire.sql): the look in plain SQL
 -- answers it; leader_grant would run only if a slot looked free.
 SELECT CASE
   WHEN coalesce(bool_or(s.token = '6f1c6a4e-2f9b-4a47-9d61-0b3f6a1b2c3d'::uuid), false)

@@ -15,8 +15,10 @@ mkdir -p "$dir" && { [ ${#as[@]} -eq 0 ] || chown postgres "$dir"; }
 "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start -o \
   "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir $fsync -c max_connections=200"
 psql=("$bin/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres)
-sed -e 's/__S__/public/g; s/__P__/leader_/g; s/__C__/public_leader_released/g; s/__V__/pgbench/g' \
-  "$here/../../../leader-core/src/store/postgres/schema.sql" | "${psql[@]}" -f - 2>&1 | grep -v NOTICE || true
+sql="$here/../../../leader-core/src/store/postgres/sql"
+cat "$sql/tables.sql" "$sql/grant.sql" "$sql/renew.sql" "$sql/release.sql" "$sql/state.sql" \
+  | sed -e 's/__S__/public/g; s/__P__/leader_/g; s/__C__/public_leader_released/g; s/__V__/pgbench/g' \
+  | "${psql[@]}" -f - 2>&1 | grep -v NOTICE || true
 "${psql[@]}" -c "SELECT leader_grant('pg-held', gen_random_uuid()::text, 'holder', 3600000, 1, false)" >/dev/null
 "${psql[@]}" -A -t -c "SELECT pg_get_functiondef('leader_release'::regproc)" \
   | sed -e 's/leader_release(/leader_release_loud(/; s/IF NOT pg_try_advisory_xact_lock.*THEN/IF true THEN/' \

@@ -1,4 +1,4 @@
--- W2: try the group with the store's acquire statement (schema.rs), give it back at once
+-- W2: try the group with the store's acquire statement (sql/acquire.sql), give it back at once
 -- if granted.
 \set r random(1, 999999999999)
 SELECT (CASE

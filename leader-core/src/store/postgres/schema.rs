@@ -5,9 +5,19 @@ use deadpool_postgres::tokio_postgres::Client;
 
 use crate::Error;
 
-/// The schema text; `__S__`, `__P__` and `__C__` are the schema, the name prefix and the
-/// NOTIFY channel.
-const SCHEMA_SQL: &str = include_str!("schema.sql");
+/// The schema text, one file per operation as the Redis store has one script per
+/// operation; `__S__`, `__P__`, `__C__` and `__V__` are the schema, the name prefix, the
+/// NOTIFY channel and the version.
+const SCHEMA_SQL: &str = concat!(
+    include_str!("sql/tables.sql"),
+    include_str!("sql/grant.sql"),
+    include_str!("sql/renew.sql"),
+    include_str!("sql/release.sql"),
+    include_str!("sql/state.sql"),
+);
+
+/// The statement of every acquire attempt (`__S__` and `__P__` as above).
+const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 
 /// The version of [`SCHEMA_SQL`], kept as the comment of the grant function: a store finds
 /// it there and migrates nothing; it migrates a database of an older version (replacing
@@ -25,7 +35,7 @@ const VERSION_PREFIX: &str = "leader-core schema ";
 /// keep that build's functions for good.
 #[cfg(test)]
 const SCHEMA_DIGESTS: &[(&str, u64)] =
-    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 13523443359488496706)];
+    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 18106860953845036408)];
 
 /// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` bytes); a longer `LISTEN`
 /// channel is silently truncated, and `pg_notify` refuses it.
@@ -195,7 +205,7 @@ impl Names {
         let qualified = |name: &str| format!("{schema}.{prefix}{name}");
         Ok(Names {
             channel: channel(schema, prefix),
-            acquire_sql: acquire_sql(&qualified),
+            acquire_sql: ACQUIRE_SQL.replace("__S__", schema).replace("__P__", prefix),
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
@@ -246,32 +256,6 @@ fn digest(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// The acquire statement: a full group (or one under another `max_leaders`) is answered in
-/// plain SQL from the statement's snapshot, writing nothing; the `grant` function runs only
-/// when a slot looks free or the token already holds one. One statement either way, whose
-/// one column is `grant`'s array: [outcome, fence, acquired_us, expires_us, now_us,
-/// existing_max]. The statement only routes: every grant is made by `grant`, which looks
-/// again under the group's lock. (A refusal is the commonest answer under contention, and a
-/// plpgsql call costs about as much again as the look itself.)
-fn acquire_sql(qualified: &dyn Fn(&str) -> String) -> String {
-    let (groups, slots) = (qualified("groups"), qualified("slots"));
-    let (grant, micros) = (qualified("grant"), qualified("micros"));
-    format!(
-        "SELECT CASE \
-           WHEN coalesce(bool_or(s.token = $2::text::uuid), false) \
-             THEN {grant}($1::text, $2::text, $3::text, $4::bigint, $5::integer, true) \
-           WHEN count(s.key) > 0 AND min(g.max_leaders) <> $5::integer \
-             THEN ARRAY[2, NULL, NULL, NULL, {micros}(clock_timestamp()), min(g.max_leaders)] \
-           WHEN count(s.key) >= $5::integer \
-             THEN ARRAY[0, NULL, NULL, {micros}(min(s.expires_at)), {micros}(clock_timestamp()), NULL] \
-           ELSE {grant}($1::text, $2::text, $3::text, $4::bigint, $5::integer, true) \
-         END \
-         FROM (SELECT) AS one \
-         LEFT JOIN {groups} AS g ON g.key = $1::text \
-         LEFT JOIN {slots} AS s ON s.key = $1::text AND s.expires_at > clock_timestamp()"
-    )
 }
 
 /// A name the store puts into SQL unquoted: lowercase ASCII letters, digits and `_`, not
@@ -435,7 +419,7 @@ mod tests {
         assert_eq!(
             (version, recorded),
             (SCHEMA_VERSION, current),
-            "schema.sql changed: bump SCHEMA_VERSION and record ({SCHEMA_VERSION:?}, {current}) \
+            "the schema's SQL changed: bump SCHEMA_VERSION and record ({SCHEMA_VERSION:?}, {current}) \
              as a new last entry of SCHEMA_DIGESTS"
         );
         for (i, (version, digest)) in SCHEMA_DIGESTS.iter().enumerate() {
