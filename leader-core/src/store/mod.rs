@@ -4,6 +4,10 @@
 //! [`LeaseToken`], renewed and released only with that token, and expires on the store's
 //! clock. The electors build everything else on these five operations.
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod answer;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod bound;
 mod connect;
 mod disabled;
 #[cfg(any(feature = "redis", feature = "postgres"))]

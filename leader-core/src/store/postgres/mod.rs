@@ -21,8 +21,10 @@ use self::error_class::Class;
 use self::notify::NotifyHub;
 use self::schema::{MAX_KEY_BYTES, Names};
 use self::tls::Connector;
+use super::answer::{Answer, Decode};
+use super::bound::Bound;
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome, SlotInfo,
 };
 use crate::{Error, LeaseToken};
@@ -101,37 +103,24 @@ impl PostgresStore {
         self.inner
             .schema_ready
             .get_or_try_init(|| async {
-                let client = self.client("migrate").await?;
-                let bound = self.inner.command_timeout * 4;
-                let migrate = schema::migrate(&client, &self.inner.names, bound);
-                match tokio::time::timeout(bound, migrate).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        self.cancel(&client, "migrate");
-                        drop(deadpool_postgres::Object::take(client));
-                        Err(Error::Timeout {
-                            store: "postgres",
-                            operation: "migrate",
-                            after: bound,
-                        })
-                    }
-                }
+                let bound = Bound::new("postgres", "migrate", self.inner.command_timeout * 4);
+                let client = bound.run(self.inner.pool.get()).await?;
+                let client = client.map_err(|error| pool_error("migrate", error))?;
+                let migrate =
+                    schema::migrate(&client, &self.inner.names, self.inner.command_timeout * 4);
+                bound.run(migrate).await.unwrap_or_else(|timed_out| {
+                    self.cancel(&client, "migrate");
+                    drop(deadpool_postgres::Object::take(client));
+                    Err(timed_out)
+                })
             })
             .await
             .map(drop)
     }
 
-    async fn client(&self, operation: &'static str) -> Result<deadpool_postgres::Object, Error> {
-        let get = self.inner.pool.get();
-        match tokio::time::timeout(self.inner.command_timeout, get).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(error)) => Err(pool_error(operation, error)),
-            Err(_) => Err(self.timeout(operation)),
-        }
-    }
-
-    fn timeout(&self, operation: &'static str) -> Error {
-        Error::Timeout { store: "postgres", operation, after: self.inner.command_timeout }
+    /// The deadline of one `operation`: the command timeout from now.
+    fn bound(&self, operation: &'static str) -> Bound {
+        Bound::new("postgres", operation, self.inner.command_timeout)
     }
 
     /// Runs one statement within one deadline of the command timeout, retries included:
@@ -150,26 +139,25 @@ impl PostgresStore {
         if self.inner.schema_ready.get().is_none() {
             self.schema_ready().await?;
         }
-        let deadline = tokio::time::Instant::now() + self.inner.command_timeout;
+        let bound = self.bound(call.operation);
         let (mut reconnected, mut pause) = (false, Duration::from_millis(1));
         loop {
-            let client = match tokio::time::timeout_at(deadline, self.inner.pool.get()).await {
-                Ok(Ok(client)) => client,
-                Ok(Err(error)) => return Err(pool_error(call.operation, error)),
-                Err(_) => return Err(self.timeout(call.operation)),
+            let client = match bound.run(self.inner.pool.get()).await? {
+                Ok(client) => client,
+                Err(error) => return Err(pool_error(call.operation, error)),
             };
             let run = async {
                 let statement = client.prepare_cached(call.sql).await?;
                 client.query(&statement, params).await
             };
-            let error = match tokio::time::timeout_at(deadline, run).await {
+            let error = match bound.run(run).await {
                 Ok(Ok(rows)) => return Ok(rows),
                 Ok(Err(error)) => error,
-                Err(_) => {
+                Err(timed_out) => {
                     self.cancel(&client, call.operation);
                     // A connection that does not answer is not given back to the pool.
                     drop(deadpool_postgres::Object::take(client));
-                    return Err(self.timeout(call.operation));
+                    return Err(timed_out);
                 }
             };
             let broken = error.is_closed() || client.is_closed();
@@ -177,7 +165,7 @@ impl PostgresStore {
                 drop(deadpool_postgres::Object::take(client));
             }
             match error_class::class(&error) {
-                Class::Retry if tokio::time::Instant::now() + pause < deadline => {
+                Class::Retry if bound.leaves(pause) => {
                     tracing::debug!(operation = call.operation, %error, "rolled back; trying again");
                     tokio::time::sleep(pause).await;
                     pause *= 2;
@@ -272,32 +260,18 @@ impl LeaseStore for PostgresStore {
         let rows = self.query(Call { operation: "acquire", sql }, &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
         // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
-        let answer: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
-        let field = |i: usize| {
-            answer
-                .get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| unexpected("acquire", "a field is missing"))
+        let fields: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
+        let field = |i: usize| fields.get(i).copied().flatten();
+        let (expires, now) = (field(3), field(4));
+        let answer = Answer {
+            code: field(0).unwrap_or(-1),
+            fence: field(1).map(fence_of),
+            acquired_at: field(2).map(time_of),
+            expires_at: expires.map(time_of),
+            expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
+            existing_max: field(5).map(|max| max.clamp(0, u32::MAX as i64) as u32),
         };
-        match field(0)? {
-            1 => {
-                let (fence, acquired, expires, now) = (field(1)?, field(2)?, field(3)?, field(4)?);
-                Ok(AcquireOutcome::Granted(Grant {
-                    fence: fence_of(fence),
-                    acquired_at: time_of(acquired),
-                    expires_at: time_of(expires),
-                    expires_in: between(now, expires),
-                }))
-            }
-            0 => Ok(AcquireOutcome::Full { nearest_expiry: between(field(4)?, field(3)?) }),
-            2 => Err(Error::MaxLeadersMismatch {
-                group: request.key.to_owned(),
-                requested: request.max_leaders,
-                existing: field(5)?.clamp(0, u32::MAX as i64) as u32,
-            }),
-            _ => Err(unexpected("acquire", "unknown outcome")),
-        }
+        Decode { store: "postgres", operation: "acquire" }.acquire(answer, request)
     }
 
     async fn renew(
@@ -311,16 +285,17 @@ impl LeaseStore for PostgresStore {
         let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
         let rows = self.query(Call { operation: "renew", sql }, &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
+        let get =
+            |column: &str| row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e));
         let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
-        if outcome != 1 {
-            return Ok(RenewOutcome::NotHeld);
-        }
-        let expires: i64 = row.try_get("expires_us").map_err(|e| decode("renew", e))?;
-        let now: i64 = row.try_get("now_us").map_err(|e| decode("renew", e))?;
-        Ok(RenewOutcome::Renewed {
-            expires_at: time_of(expires),
-            expires_in: between(now, expires),
-        })
+        let (expires, now) = (get("expires_us")?, get("now_us")?);
+        let answer = Answer {
+            code: outcome.into(),
+            expires_at: expires.map(time_of),
+            expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
+            ..Answer::default()
+        };
+        Decode { store: "postgres", operation: "renew" }.renew(answer)
     }
 
     async fn release(
@@ -335,14 +310,13 @@ impl LeaseStore for PostgresStore {
         let rows = self.query(Call { operation: "release", sql }, &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("release", "no row"))?;
         let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
-        Ok(match outcome {
-            1 => ReleaseOutcome::Released,
-            2 => {
-                let left: i64 = row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
-                ReleaseOutcome::Kept { expires_in: between(0, left) }
-            }
-            _ => ReleaseOutcome::NotHeld,
-        })
+        let left: Option<i64> = row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
+        let answer = Answer {
+            code: outcome.into(),
+            expires_in: left.map(|left| between(0, left)),
+            ..Answer::default()
+        };
+        Decode { store: "postgres", operation: "release" }.release(answer)
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
@@ -374,21 +348,17 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
-        let watch = self.inner.releases.watch(key);
-        match tokio::time::timeout(self.inner.command_timeout, watch).await {
-            Ok(Ok(watch)) => Ok(watch),
-            Ok(Err(error)) => Err(error_class::to_error("watch", error)),
-            Err(_) => Err(self.timeout("watch")),
-        }
+        let watched = self.bound("watch").run(self.inner.releases.watch(key)).await?;
+        watched.map_err(|error| error_class::to_error("watch", error))
     }
 }
 
 fn decode(operation: &'static str, error: tokio_postgres::Error) -> Error {
-    Error::Store { store: "postgres", operation, message: format!("unexpected reply: {error}") }
+    unexpected(operation, &error.to_string())
 }
 
 fn unexpected(operation: &'static str, what: &str) -> Error {
-    Error::Store { store: "postgres", operation, message: format!("unexpected reply: {what}") }
+    Decode { store: "postgres", operation }.unexpected(what)
 }
 
 /// The server and database, with any password redacted.

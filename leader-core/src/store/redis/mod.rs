@@ -20,6 +20,7 @@ use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDy
 pub use self::layout::{RedisGroupLayout, ScriptCall};
 use self::pubsub::{ReleaseHub, SubscriberSource};
 use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg, WATCH};
+use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
     RenewOutcome,
@@ -115,16 +116,16 @@ impl RedisStore {
     }
 
     async fn check_reachable(&self) -> Result<(), Error> {
-        let connect = self.inner.connections.get();
-        match tokio::time::timeout(self.command_timeout(), connect).await {
-            Ok(Ok(_connection)) => Ok(()),
-            Ok(Err(failure)) => Err(connect_failure("connect", failure)),
-            Err(_) => Err(Error::Timeout {
-                store: "redis",
-                operation: "connect",
-                after: self.command_timeout(),
-            }),
+        let bound = self.bound("connect", self.command_timeout());
+        match bound.run(self.inner.connections.get()).await? {
+            Ok(_connection) => Ok(()),
+            Err(failure) => Err(connect_failure("connect", failure)),
         }
+    }
+
+    /// The deadline of one `operation`.
+    fn bound(&self, operation: &'static str, limit: Duration) -> Bound {
+        Bound::new("redis", operation, limit)
     }
 
     /// Runs one script for `operation` on group `key`, within the command timeout.
@@ -161,14 +162,12 @@ impl RedisStore {
                 Err(failure) => Err(connect_failure(operation, failure)),
             }
         };
-        match tokio::time::timeout(limit, call).await {
-            Ok(result) => result,
-            Err(_) => {
-                // A black-holed connection never answers: replace it.
-                self.inner.connections.discard_current();
-                Err(Error::Timeout { store: "redis", operation, after: limit })
-            }
-        }
+        let bound = self.bound(operation, limit);
+        bound.run(call).await.unwrap_or_else(|timed_out| {
+            // A black-holed connection never answers: replace it.
+            self.inner.connections.discard_current();
+            Err(timed_out)
+        })
     }
 
     async fn classify(
@@ -384,16 +383,8 @@ impl LeaseStore for RedisStore {
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         GroupKeys::new(key)?;
-        let watch = self.inner.releases.watch(key);
-        match tokio::time::timeout(self.command_timeout(), watch).await {
-            Ok(Ok(watch)) => Ok(watch),
-            Ok(Err(error)) => Err(unavailable("watch", error)),
-            Err(_) => Err(Error::Timeout {
-                store: "redis",
-                operation: "watch",
-                after: self.command_timeout(),
-            }),
-        }
+        let bound = self.bound("watch", self.command_timeout());
+        bound.run(self.inner.releases.watch(key)).await?.map_err(|e| unavailable("watch", e))
     }
 }
 

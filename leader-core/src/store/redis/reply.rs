@@ -5,18 +5,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::Value;
 
 use crate::Error;
+use crate::store::answer::{Answer, Decode};
 use crate::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
 };
 
 fn malformed(operation: &'static str, reply: &Value) -> Error {
-    Error::Store {
-        store: "redis",
-        operation,
-        message: format!(
-            "unexpected script reply {reply:?}; is another version of leader's scripts loaded?"
-        ),
-    }
+    decode(operation).unexpected(format_args!("{reply:?}"))
 }
 
 fn int(value: &Value) -> Option<i64> {
@@ -59,50 +54,67 @@ fn time_to_live(expires: i64, now: i64) -> Duration {
     span(expires - now - 1)
 }
 
+const fn decode(operation: &'static str) -> Decode {
+    Decode { store: "redis", operation }
+}
+
+/// `{1, fence, acquired_ms, expires_ms, now_ms}`, `{0, nearest_expiry_in_ms}` or
+/// `{2, existing_max_leaders}` (acquire.lua).
 pub(super) fn acquire(reply: Value, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-    if let Value::Array(items) = &reply
-        && let [Value::Int(1), granted, rest @ ..] = items.as_slice()
-    {
-        let times: Option<Vec<i64>> = rest.iter().map(int).collect();
-        return match (fence_of(granted), times.as_deref()) {
-            (Some(fence), Some(&[acquired, expires, now])) => Ok(AcquireOutcome::Granted(Grant {
-                fence,
-                acquired_at: at(acquired),
-                expires_at: at(expires),
-                expires_in: time_to_live(expires, now),
-            })),
-            _ => Err(malformed("acquire", &reply)),
-        };
-    }
-    match *array("acquire", &reply)?.as_slice() {
-        [0, nearest] => Ok(AcquireOutcome::Full { nearest_expiry: span(nearest) }),
-        [2, existing] => Err(Error::MaxLeadersMismatch {
-            group: request.key.to_owned(),
-            requested: request.max_leaders,
-            existing: existing as u32,
-        }),
-        _ => Err(malformed("acquire", &reply)),
-    }
+    let decode = decode("acquire");
+    let Value::Array(items) = &reply else { return Err(malformed("acquire", &reply)) };
+    let answer = match items.as_slice() {
+        [Value::Int(1), fence, acquired, expires, now] => {
+            let (Some(acquired), Some(expires), Some(now)) =
+                (int(acquired), int(expires), int(now))
+            else {
+                return Err(malformed("acquire", &reply));
+            };
+            Answer {
+                code: 1,
+                fence: fence_of(fence),
+                acquired_at: Some(at(acquired)),
+                expires_at: Some(at(expires)),
+                expires_in: Some(time_to_live(expires, now)),
+                ..Answer::default()
+            }
+        }
+        [Value::Int(0), Value::Int(nearest)] => {
+            Answer { code: 0, expires_in: Some(span(*nearest)), ..Answer::default() }
+        }
+        [Value::Int(2), Value::Int(existing)] => {
+            Answer { code: 2, existing_max: u32::try_from(*existing).ok(), ..Answer::default() }
+        }
+        _ => return Err(malformed("acquire", &reply)),
+    };
+    decode.acquire(answer, request)
 }
 
+/// `{1, expires_ms, now_ms}` or `{0}` (renew.lua).
 pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
-    match *array("renew", &reply)?.as_slice() {
-        [1, expires, now] => Ok(RenewOutcome::Renewed {
-            expires_at: at(expires),
-            expires_in: time_to_live(expires, now),
-        }),
-        [0] => Ok(RenewOutcome::NotHeld),
-        _ => Err(malformed("renew", &reply)),
-    }
+    let answer = match *array("renew", &reply)?.as_slice() {
+        [1, expires, now] => Answer {
+            code: 1,
+            expires_at: Some(at(expires)),
+            expires_in: Some(time_to_live(expires, now)),
+            ..Answer::default()
+        },
+        [code] => Answer { code, ..Answer::default() },
+        _ => return Err(malformed("renew", &reply)),
+    };
+    decode("renew").renew(answer)
 }
 
+/// `{1}`, `{2, expires_in_ms}` or `{0}` (release.lua).
 pub(super) fn release(reply: Value) -> Result<ReleaseOutcome, Error> {
-    match *array("release", &reply)?.as_slice() {
-        [1] => Ok(ReleaseOutcome::Released),
-        [2, expires_in] => Ok(ReleaseOutcome::Kept { expires_in: span(expires_in) }),
-        [0] => Ok(ReleaseOutcome::NotHeld),
-        _ => Err(malformed("release", &reply)),
-    }
+    let answer = match *array("release", &reply)?.as_slice() {
+        [code, expires_in] => {
+            Answer { code, expires_in: Some(span(expires_in)), ..Answer::default() }
+        }
+        [code] => Answer { code, ..Answer::default() },
+        _ => return Err(malformed("release", &reply)),
+    };
+    decode("release").release(answer)
 }
 
 pub(super) fn state(reply: Value) -> Result<GroupSnapshot, Error> {
