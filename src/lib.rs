@@ -8,3 +8,14 @@ pub use leader_core::*;
 #[cfg(feature = "macros")]
 #[doc(inline)]
 pub use leader_macros::{leader_election, leader_group_election};
+
+/// The examples of the pages under `docs/`, compiled and run as doctests like the README's.
+#[cfg(doctest)]
+mod docs {
+    #[doc = include_str!("../docs/configuration.md")]
+    struct Configuration;
+    #[doc = include_str!("../docs/redis-store.md")]
+    struct RedisStore;
+    #[doc = include_str!("../docs/postgres-store.md")]
+    struct PostgresStore;
+}

@@ -1,5 +1,5 @@
 //! One name and one default per idea: every options type's configuration keys and default
-//! values are checked against the one list users read, the README's options table.
+//! values are checked against the one list users read, the options table of docs/configuration.md.
 #![cfg(feature = "serde")]
 
 use std::collections::BTreeMap;
@@ -10,15 +10,15 @@ use leader::{
 };
 use serde_json::Value;
 
-/// One row of the README's options table.
+/// One row of the options table (docs/configuration.md).
 struct Row {
     used_by: String,
     default: String,
 }
 
-/// The README's options table: option name -> who uses it and its default.
+/// The options table of docs/configuration.md: option name -> who uses it and its default.
 fn table() -> BTreeMap<String, Row> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/configuration.md");
     let section = readme.split("\n## Options\n").nth(1).expect("an Options section");
     let section = section.split("\n## ").next().unwrap();
     let mut rows = BTreeMap::new();
@@ -84,9 +84,9 @@ fn every_configuration_key_is_in_the_table_under_its_type_with_its_default() {
     for (type_name, words, config) in types() {
         let Value::Object(fields) = config else { panic!("{type_name} is not a table") };
         for (key, value) in &fields {
-            let row = table
-                .get(key)
-                .unwrap_or_else(|| panic!("{type_name}.{key} is not in the README's table"));
+            let row = table.get(key).unwrap_or_else(|| {
+                panic!("{type_name}.{key} is not in the options table of docs/configuration.md")
+            });
             assert!(
                 names(&row.used_by, words),
                 "{type_name}.{key}: the table says it is used by {:?}",
