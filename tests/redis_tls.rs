@@ -1,6 +1,6 @@
 //! `RedisStore` over TLS (`rediss://`), against a `redis-server` with a certificate made by
 //! the test's own certificate authority.
-#![cfg(feature = "tls")]
+#![cfg(feature = "redis-tls")]
 
 mod conformance;
 mod support;

@@ -20,7 +20,7 @@ const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel:/
 /// |---|---|---|
 /// | `memory://` | a new [`MemoryStore`] (this process only) | |
 /// | `redis://[user:password@]host[:port][/db]`, `unix:///path` | `RedisStore`, standalone | `redis` |
-/// | `rediss://…` | `RedisStore` over TLS | `tls` |
+/// | `rediss://…` | `RedisStore` over TLS | `redis-tls` |
 /// | `redis+sentinel://host:port[,host:port…]/primary-name` | `RedisStore` through Sentinel | `redis` |
 /// | `redis+cluster://[user:password@]host:port[,host:port…]` | `RedisStore` on a Cluster | `redis` |
 /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
@@ -138,8 +138,9 @@ impl StoreBuilder {
             }
             Kind::Postgres => (!cfg!(feature = "postgres")).then_some("postgres"),
         };
-        let needs =
-            needs.or_else(|| (scheme == Some("rediss") && !cfg!(feature = "tls")).then_some("tls"));
+        let needs = needs.or_else(|| {
+            (scheme == Some("rediss") && !cfg!(feature = "redis-tls")).then_some("redis-tls")
+        });
         match needs {
             Some(feature) => Err(self.invalid(format!(
                 "{}:// URLs need the `{feature}` feature of leader",

@@ -30,10 +30,7 @@ use async_trait::async_trait;
 #[doc(hidden)]
 pub use self::redis::ScriptCall;
 #[cfg(feature = "redis")]
-pub use self::redis::{
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore,
-    RedisStoreBuilder,
-};
+pub use self::redis::{DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore, RedisStoreBuilder};
 pub use connect::{SharedStore, StoreBuilder, builder, connect, redact_url};
 /// The deadpool-postgres version the PostgreSQL store is built on (with
 /// `deadpool_postgres::tokio_postgres`, the client): the pool and configuration that
@@ -48,10 +45,15 @@ pub use deadpool_redis;
 pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{DEFAULT_POSTGRES_COMMAND_TIMEOUT, PostgresStore, PostgresStoreBuilder};
-pub use watch::ReleaseWatch;
+pub use postgres::{PostgresStore, PostgresStoreBuilder};
+pub use watch::{ReleaseSignal, ReleaseWatch};
 
 use crate::{Error, LeaseToken};
+
+/// How long one store operation may take before it fails with [`Error::Timeout`], for every
+/// store with a server (Redis, PostgreSQL), unless its builder's `command_timeout` says
+/// otherwise.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = std::time::Duration::from_secs(5);
 
 /// A request for one slot of a group.
 #[derive(Debug, Clone, Copy)]

@@ -20,21 +20,33 @@ pub struct ReleaseWatch {
 }
 
 impl ReleaseWatch {
-    /// A watch on `receiver`, whose sender a store bumps on every release of the group.
-    ///
-    /// `subscription` is kept alive as long as the watch; a store uses it to learn when the
-    /// last waiter of a group has gone (for example to unsubscribe from a pub/sub channel).
-    pub fn new(
+    /// A watch on `receiver`, whose sender a store bumps on every release of the group;
+    /// `subscription` lives as long as the watch.
+    pub(crate) fn new(
         receiver: watch::Receiver<u64>,
         subscription: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Self {
         ReleaseWatch { receiver, _subscription: subscription }
     }
 
-    /// This watch, also keeping `guard` alive (dropped after the watch's own subscription):
-    /// a store's way to learn when this waiter has gone.
-    #[cfg(feature = "postgres")]
-    pub(crate) fn holding(self, guard: impl Any + Send + Sync) -> Self {
+    /// This watch, also keeping `guard` alive until the watch is dropped: a store's way to
+    /// learn when this waiter has gone (to withdraw a subscription, say), by `guard`'s
+    /// `Drop`.
+    ///
+    /// ```
+    /// use leader_core::store::ReleaseSignal;
+    ///
+    /// struct Gone;
+    /// impl Drop for Gone {
+    ///     fn drop(&mut self) { println!("the waiter has gone") }
+    /// }
+    /// let signal = ReleaseSignal::new();
+    /// let watch = signal.watch().holding(Gone);
+    /// assert_eq!(signal.watchers(), 1);
+    /// drop(watch); // prints
+    /// assert_eq!(signal.watchers(), 0);
+    /// ```
+    pub fn holding(self, guard: impl Send + Sync + 'static) -> Self {
         let subscription = Arc::new((self._subscription, guard));
         ReleaseWatch { receiver: self.receiver, _subscription: Some(subscription) }
     }
@@ -47,6 +59,54 @@ impl ReleaseWatch {
         if self.receiver.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// What a store keeps for one group to wake its waiters: each [`watch`](Self::watch) is a
+/// [`ReleaseWatch`] that [`wake`](Self::wake) wakes, in this process. A store of your own
+/// keeps one per group that has waiters, and wakes it on every release or shortening of a
+/// slot it learns of (its own, or another process's through its server's notifications).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use leader_core::store::ReleaseSignal;
+///
+/// let signal = ReleaseSignal::new();
+/// let mut watch = signal.watch();
+/// signal.wake();
+/// watch.released().await; // resolves at once: woken since it was made
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ReleaseSignal {
+    sender: Arc<watch::Sender<u64>>,
+}
+
+impl ReleaseSignal {
+    /// A signal nobody watches yet.
+    pub fn new() -> Self {
+        ReleaseSignal { sender: Arc::new(watch::Sender::new(0)) }
+    }
+
+    /// A watch woken by every [`wake`](Self::wake) from now on.
+    pub fn watch(&self) -> ReleaseWatch {
+        ReleaseWatch::new(self.sender.subscribe(), None)
+    }
+
+    /// Wakes every watch made so far.
+    pub fn wake(&self) {
+        self.sender.send_modify(|count| *count = count.wrapping_add(1));
+    }
+
+    /// How many watches are alive.
+    pub fn watchers(&self) -> usize {
+        self.sender.receiver_count()
+    }
+}
+
+impl Default for ReleaseSignal {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

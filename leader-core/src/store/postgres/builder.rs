@@ -16,9 +16,7 @@ use super::{Inner, PostgresStore};
 use crate::Error;
 use crate::store::url::redact;
 
-/// How long a store operation may take before it fails with [`Error::Timeout`], unless
-/// [`PostgresStoreBuilder::command_timeout`] says otherwise.
-pub const DEFAULT_POSTGRES_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::store::DEFAULT_COMMAND_TIMEOUT;
 
 /// Configures a [`PostgresStore`]: made by [`PostgresStore::builder`] (a URL) or
 /// [`PostgresStore::pool_builder`] (a pool the application already has); finished by
@@ -86,7 +84,7 @@ impl PostgresStoreBuilder {
     fn new(target: Target) -> Self {
         PostgresStoreBuilder {
             target,
-            command_timeout: DEFAULT_POSTGRES_COMMAND_TIMEOUT,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
             schema: "public".to_owned(),
             table_prefix: "leader_".to_owned(),
             pool_size: 4,

@@ -6,7 +6,7 @@ mod notify;
 mod schema;
 mod tls;
 
-pub use self::builder::{DEFAULT_POSTGRES_COMMAND_TIMEOUT, PostgresStoreBuilder};
+pub use self::builder::PostgresStoreBuilder;
 
 use std::fmt;
 use std::sync::Arc;

@@ -12,9 +12,7 @@ use super::{RedisStore, Timings};
 use crate::Error;
 use crate::store::url;
 
-/// How long a store operation may take before it fails with [`Error::Timeout`], unless
-/// [`RedisStoreBuilder::command_timeout`] says otherwise.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::store::DEFAULT_COMMAND_TIMEOUT;
 
 /// How long a group's keys outlive its last slot, unless
 /// [`RedisStoreBuilder::idle_group_ttl`] says otherwise: one hour.
@@ -72,7 +70,7 @@ impl RedisStore {
     }
 
     /// A builder for a standalone server: `redis://[user:password@]host[:port][/db]`,
-    /// `rediss://…` for TLS (feature `tls`), or `unix:///path`.
+    /// `rediss://…` for TLS (feature `redis-tls`), or `unix:///path`.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder::new(Target::Url(url.into()))
     }

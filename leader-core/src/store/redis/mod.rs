@@ -8,7 +8,7 @@ mod reply;
 mod scripts;
 mod version;
 
-pub use self::builder::{DEFAULT_COMMAND_TIMEOUT, DEFAULT_IDLE_GROUP_TTL, RedisStoreBuilder};
+pub use self::builder::{DEFAULT_IDLE_GROUP_TTL, RedisStoreBuilder};
 
 use std::fmt;
 use std::sync::Arc;
@@ -250,7 +250,7 @@ impl RedisStore {
 /// Makes ring the process's rustls provider unless the application chose one, so `rediss://`
 /// works whichever other rustls providers the dependency tree enables.
 fn install_tls_provider() {
-    #[cfg(feature = "tls")]
+    #[cfg(feature = "redis-tls")]
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race to another installer is fine: a provider is installed either way.
         let _ = rustls::crypto::ring::default_provider().install_default();
