@@ -124,13 +124,13 @@ async fn candidate(
 /// A holder that takes a slot and dies without releasing it: the slot lapses at lease end.
 async fn crashed_holder(table: Table, store: Arc<dyn LeaseStore>) -> Result<(), leader::Error> {
     let key = leader::KeyOptions::new().resolve(GROUP)?;
-    let request = AcquireRequest {
-        key: &key,
-        max_leaders: SLOTS,
-        token: LeaseToken::generate()?,
-        holder: "crashed",
-        lease_time: LEASE,
-    };
+    let request = AcquireRequest::new(
+        &key,
+        std::num::NonZeroU32::new(SLOTS).expect("at least one slot"),
+        LeaseToken::generate()?,
+        "crashed",
+        LEASE,
+    );
     let AcquireOutcome::Granted(grant) = store.acquire(request).await? else {
         return Ok(());
     };

@@ -22,13 +22,13 @@ fn group(
 
 /// Takes a slot the way a crashed process leaves it: granted and never released.
 async fn crashed_holder(store: &dyn LeaseStore, key: &str, max_leaders: u32, lease: Duration) {
-    let request = AcquireRequest {
+    let request = AcquireRequest::new(
         key,
-        max_leaders,
-        token: LeaseToken::generate().unwrap(),
-        holder: "crashed",
-        lease_time: lease,
-    };
+        std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
+        LeaseToken::generate().unwrap(),
+        "crashed",
+        lease,
+    );
     assert!(matches!(
         store.acquire(request).await.unwrap(),
         leader::store::AcquireOutcome::Granted(_)

@@ -38,13 +38,13 @@ impl Workers {
 
 async fn crashed_holder(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
     let token = LeaseToken::generate().unwrap();
-    let request = AcquireRequest {
+    let request = AcquireRequest::new(
         key,
-        max_leaders,
+        std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
         token,
-        holder: "crashed",
-        lease_time: Duration::from_secs(60),
-    };
+        "crashed",
+        Duration::from_secs(60),
+    );
     store.acquire(request).await.unwrap();
 }
 

@@ -50,13 +50,13 @@ async fn use_names(store: &dyn LeaseStore, prefix: &str, names: usize, hold: boo
             drop(waiter);
             continue;
         }
-        let request = AcquireRequest {
-            key: &key,
-            max_leaders: 1,
+        let request = AcquireRequest::new(
+            &key,
+            std::num::NonZeroU32::MIN,
             token,
-            holder: "t",
-            lease_time: Duration::from_secs(10),
-        };
+            "t",
+            Duration::from_secs(10),
+        );
         store.acquire(request).await.unwrap();
         store.release(&key, token, Duration::ZERO).await.unwrap();
         drop(waiter);

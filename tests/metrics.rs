@@ -80,13 +80,13 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_elected());
     for _ in 0..2 {
         let token = LeaseToken::generate().unwrap();
-        let request = AcquireRequest {
-            key: "leader:pool",
-            max_leaders: 2,
+        let request = AcquireRequest::new(
+            "leader:pool",
+            std::num::NonZeroU32::new(2).unwrap(),
             token,
-            holder: "x",
-            lease_time: 60 * SECOND,
-        };
+            "x",
+            60 * SECOND,
+        );
         store.inner.acquire(request).await.unwrap();
     }
     assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_skipped());

@@ -11,23 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use leader::store::deadpool_postgres::{self, tokio_postgres};
-use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome};
+use leader::store::{AcquireOutcome, ReleaseOutcome};
 use leader::{
     Error, KeyOptions, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
-    LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken, PostgresStore,
+    LeaderGroupElector, LeaderRunResult, LeaseStore, PostgresStore,
 };
 use support::postgres_server::PostgresServer;
 use support::proxy::{Fault, Proxy};
+use support::{request, request_for, token};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest { key, max_leaders, token, holder: "pg-hostile", lease_time: 10 * SECOND }
-}
-
-fn token() -> LeaseToken {
-    LeaseToken::generate().unwrap()
-}
 
 /// A plain client of the server as `postgres`, for what a test does beside the store.
 async fn raw_client(server: &PostgresServer) -> tokio_postgres::Client {
@@ -63,7 +56,7 @@ async fn wait_for_a_release_of(
 ) -> Duration {
     let key = format!("leader:{name}");
     let held = token();
-    let long = AcquireRequest { lease_time: 60 * SECOND, ..request(&key, 1, held) };
+    let long = request_for(&key, 1, held, 60 * SECOND);
     assert!(matches!(store.acquire(long).await.unwrap(), AcquireOutcome::Granted(_)));
     let options = LeaderElectionOptions::new()
         .wait_time(20 * SECOND)
@@ -315,10 +308,7 @@ async fn a_silent_listen_connection_holds_up_no_waiter_and_is_replaced() {
 async fn an_idle_group_keeps_only_its_row() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
-    let short = |held| AcquireRequest {
-        lease_time: Duration::from_millis(100),
-        ..request("leader:idle", 3, held)
-    };
+    let short = |held| request_for("leader:idle", 3, held, Duration::from_millis(100));
     let (a, b, c) = (token(), token(), token());
     for held in [a, b] {
         assert!(matches!(store.acquire(short(held)).await.unwrap(), AcquireOutcome::Granted(_)));

@@ -8,19 +8,12 @@ mod support;
 
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome};
-use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, PostgresStore};
+use leader::store::{AcquireOutcome, ReleaseOutcome};
+use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, PostgresStore};
 use support::postgres_server::PostgresServer;
+use support::{request, request_for, token};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest { key, max_leaders, token, holder: "pg-test", lease_time: 10 * SECOND }
-}
-
-fn token() -> LeaseToken {
-    LeaseToken::generate().unwrap()
-}
 
 // One server for the whole suite (initdb takes a second or two); every rule on its own key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,7 +29,7 @@ async fn the_conformance_suite_passes() {
         .await
         .unwrap();
     conformance::run_all(&other, "pg-other").await;
-    // Its own tables: a row per rule's group (the zero-max_leaders rule writes nothing).
+    // Its own tables: a row per rule's group.
     let groups = "SELECT count(*) FROM elections.jobs_groups WHERE key LIKE 'pg-other%'";
     assert_eq!(server.psql(groups), "12");
 }
@@ -223,7 +216,7 @@ async fn an_elector_waits_for_a_release_on_notify() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
     let held = token();
-    let long = AcquireRequest { lease_time: 60 * SECOND, ..request("leader:handover", 1, held) };
+    let long = request_for("leader:handover", 1, held, 60 * SECOND);
     assert!(matches!(store.acquire(long).await.unwrap(), AcquireOutcome::Granted(_)));
     let waiter = LeaderElector::new(
         store.clone(),
@@ -306,7 +299,7 @@ async fn refused_attempts_under_contention_spend_no_transaction_ids() {
                             let released = store.release("leader:contended", held, Duration::ZERO);
                             assert_eq!(released.await.unwrap(), ReleaseOutcome::Released);
                         }
-                        AcquireOutcome::Full { .. } => {
+                        _ => {
                             refused.fetch_add(1, Relaxed);
                         }
                     }
@@ -494,7 +487,7 @@ async fn repeatable_read_sessions_never_exceed_max_leaders() {
                             holding.fetch_sub(1, SeqCst);
                             store.release("leader:rr", held, Duration::ZERO).await.unwrap();
                         }
-                        Ok(AcquireOutcome::Full { .. }) => {}
+                        Ok(_) => {} // full
                         Err(error) => assert!(error.is_transient(), "{error:?}"),
                     }
                 }
@@ -569,8 +562,7 @@ async fn the_macros_elect_and_skip_on_postgres() {
     assert_eq!(batch, 7);
     assert!(fence > 0);
     for _ in 0..2 {
-        let crashed =
-            AcquireRequest { lease_time: 60 * SECOND, ..request("leader:workers", 2, token()) };
+        let crashed = request_for("leader:workers", 2, token(), 60 * SECOND);
         assert!(matches!(
             workers.store.acquire(crashed).await.unwrap(),
             AcquireOutcome::Granted(_)

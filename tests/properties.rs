@@ -212,13 +212,13 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
     match *op {
         Op::Acquire { who, lease_ms, max_leaders } => {
             let holder = format!("c{who}");
-            let request = AcquireRequest {
-                key: KEY,
-                max_leaders,
-                token: tokens[who],
-                holder: &holder,
-                lease_time: Duration::from_millis(lease_ms),
-            };
+            let request = AcquireRequest::new(
+                KEY,
+                std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
+                tokens[who],
+                &holder,
+                Duration::from_millis(lease_ms),
+            );
             match store.acquire(request).await {
                 Ok(AcquireOutcome::Granted(grant)) => {
                     let acquired_ms =
@@ -235,7 +235,7 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
                 Err(Error::MaxLeadersMismatch { requested, existing, .. }) => {
                     Seen::Mismatch { requested, existing }
                 }
-                Err(other) => panic!("unexpected {other:?}"),
+                other => panic!("unexpected {other:?}"),
             }
         }
         Op::Renew { who, lease_ms } => {
@@ -244,6 +244,7 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
                     Seen::Renewed { expires_in_ms: ms(expires_in) }
                 }
                 RenewOutcome::NotHeld => Seen::NotHeld,
+                other => panic!("unexpected {other:?}"),
             }
         }
         Op::Release { who, min_lease_ms } => {
@@ -255,6 +256,7 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
                 ReleaseOutcome::Released => Seen::Released,
                 ReleaseOutcome::Kept { expires_in } => Seen::Kept { expires_in_ms: ms(expires_in) },
                 ReleaseOutcome::NotHeld => Seen::NotHeld,
+                other => panic!("unexpected {other:?}"),
             }
         }
         Op::Advance { ms } => {
@@ -276,13 +278,13 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
 
 /// The store's clock at its creation: the grant time of a probe group made at time zero.
 async fn epoch_of(store: &MemoryStore) -> std::time::SystemTime {
-    let request = AcquireRequest {
-        key: "leader:epoch-probe",
-        max_leaders: 1,
-        token: "00000000000000000000000000000007".parse().unwrap(),
-        holder: "probe",
-        lease_time: Duration::from_secs(1 << 40),
-    };
+    let request = AcquireRequest::new(
+        "leader:epoch-probe",
+        std::num::NonZeroU32::MIN,
+        "00000000000000000000000000000007".parse().unwrap(),
+        "probe",
+        Duration::from_secs(1 << 40),
+    );
     match store.acquire(request).await.unwrap() {
         AcquireOutcome::Granted(grant) => grant.acquired_at,
         other => panic!("{other:?}"),

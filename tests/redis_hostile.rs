@@ -6,20 +6,13 @@ mod support;
 
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome};
-use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, RedisStore};
+use leader::store::{AcquireOutcome, ReleaseOutcome};
+use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, RedisStore};
 use support::proxy::{Fault, Proxy};
 use support::redis_server::RedisServer;
+use support::{request, request_for, token};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest { key, max_leaders, token, holder: "redis-hostile", lease_time: 10 * SECOND }
-}
-
-fn token() -> LeaseToken {
-    LeaseToken::generate().unwrap()
-}
 
 fn fence_of(outcome: AcquireOutcome) -> u64 {
     match outcome {
@@ -108,7 +101,7 @@ async fn a_silent_release_subscription_is_noticed_and_replaced() {
     proxy.freeze().await;
 
     let held = token();
-    let long = AcquireRequest { lease_time: 60 * SECOND, ..request("leader:silent", 1, held) };
+    let long = request_for("leader:silent", 1, held, 60 * SECOND);
     fence_of(direct.acquire(long).await.unwrap());
     let elector = LeaderElector::new(
         store.clone(),

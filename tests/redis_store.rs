@@ -4,6 +4,7 @@ mod conformance;
 mod support;
 
 use support::redis_server::RedisServer;
+use support::{request, request_for, token};
 
 use leader::RedisStore;
 
@@ -21,20 +22,12 @@ conformance_suite!(
 use std::collections::HashMap;
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome, RenewOutcome};
+use leader::store::{AcquireOutcome, ReleaseOutcome, RenewOutcome};
 use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, LeaseToken, LossReason};
 use support::proxy::Proxy;
 use tokio::time::{Instant, sleep, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest { key, max_leaders, token, holder: "redis-test", lease_time: 10 * SECOND }
-}
-
-fn token() -> LeaseToken {
-    LeaseToken::generate().unwrap()
-}
 
 /// Live and expired slots recorded for `key` on `server`: the group hash's fields other than
 /// the bookkeeping ones.
@@ -132,8 +125,7 @@ async fn a_group_is_one_hash_that_keeps_only_live_records() {
     let (store, server) = standalone().await;
     let key = "leader:tidy";
     let crashed = token();
-    let short =
-        AcquireRequest { lease_time: Duration::from_millis(50), ..request(key, 2, crashed) };
+    let short = request_for(key, 2, crashed, Duration::from_millis(50));
     assert!(matches!(store.acquire(short).await.unwrap(), AcquireOutcome::Granted(_)));
     let released = token();
     assert!(matches!(
@@ -369,8 +361,7 @@ async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_
 async fn a_grant_clears_the_mark_of_a_candidate_an_expiry_woke() {
     let (store, server) = standalone().await;
     let key = "leader:expired-under-waiter";
-    let short =
-        AcquireRequest { lease_time: Duration::from_millis(100), ..request(key, 1, token()) };
+    let short = request_for(key, 1, token(), Duration::from_millis(100));
     granted_fence(store.acquire(short).await.unwrap());
     assert!(matches!(
         store.acquire(request(key, 1, token())).await.unwrap(),
@@ -433,13 +424,12 @@ async fn every_key_carries_a_ttl_and_an_idle_group_disappears() {
     };
     let key = "report-tenant-7";
     let (long, short, kept) = (token(), token(), token());
-    let long_lease = AcquireRequest { lease_time: 5 * SECOND, ..request(key, 3, long) };
+    let long_lease = request_for(key, 3, long, 5 * SECOND);
     granted_fence(store.acquire(long_lease).await.unwrap());
     every_key_expires("a grant");
     let group_ttl: i64 = server.cli(&["PTTL", "{report-tenant-7}:group"]).parse().unwrap();
     assert!(group_ttl > 5_000, "the group outlives its longest slot: {group_ttl} ms");
-    let short_lease =
-        AcquireRequest { lease_time: Duration::from_millis(100), ..request(key, 3, short) };
+    let short_lease = request_for(key, 3, short, Duration::from_millis(100));
     granted_fence(store.acquire(short_lease).await.unwrap());
     granted_fence(store.acquire(request(key, 3, kept)).await.unwrap());
     let refused = store.acquire(request(key, 3, token())).await.unwrap();
@@ -463,13 +453,7 @@ async fn every_key_carries_a_ttl_and_an_idle_group_disappears() {
     sleep(Duration::from_millis(350)).await;
     let last = token();
     let fence = granted_fence(
-        store
-            .acquire(AcquireRequest {
-                lease_time: Duration::from_millis(50),
-                ..request(key, 3, last)
-            })
-            .await
-            .unwrap(),
+        store.acquire(request_for(key, 3, last, Duration::from_millis(50))).await.unwrap(),
     );
     store.release(key, last, Duration::ZERO).await.unwrap();
     every_key_expires("the last release");
@@ -922,7 +906,7 @@ async fn a_local_deadline_never_falls_after_the_stores_expiry() {
                     late.push(("renewal", after));
                 }
             }
-            RenewOutcome::NotHeld => panic!("not held"),
+            other => panic!("not renewed: {other:?}"),
         }
         store.release("deadline", held, Duration::ZERO).await.unwrap();
     }
@@ -1018,10 +1002,7 @@ mod key_lifetimes {
                 for (step, op) in ops.iter().enumerate() {
                     match *op {
                         Op::Acquire { who, lease_ms, max_leaders } => {
-                            let request = AcquireRequest {
-                                lease_time: Duration::from_millis(lease_ms),
-                                ..request(key, max_leaders, tokens[who])
-                            };
+                            let request = request_for(key, max_leaders, tokens[who], Duration::from_millis(lease_ms));
                             // Another N while slots live is refused: fine, nothing is written.
                             let _ = store.acquire(request).await;
                         }

@@ -13,13 +13,13 @@ use support::redis_server::RedisServer;
 async fn grant_and_list(store: &SharedStore, kind: &str) {
     assert_eq!(store.kind(), kind);
     for key in ["jobs:a:x", "jobs:b:x", "other:c:x", "jobs:d:y"] {
-        let request = AcquireRequest {
+        let request = AcquireRequest::new(
             key,
-            max_leaders: 1,
-            token: LeaseToken::generate().unwrap(),
-            holder: "by-url",
-            lease_time: Duration::from_secs(10),
-        };
+            std::num::NonZeroU32::MIN,
+            LeaseToken::generate().unwrap(),
+            "by-url",
+            Duration::from_secs(10),
+        );
         assert!(matches!(store.acquire(request).await.unwrap(), AcquireOutcome::Granted(_)));
     }
     let listed = store.list_groups("jobs:", ":x").await.unwrap();

@@ -23,5 +23,8 @@ pub async fn run(cli: &Cli, group: &str, token: &str) -> Result<ExitCode, Failur
             );
             Ok(ExitCode::from(1))
         }
+        other => {
+            Err(format!("the store answered {other:?}, which this command does not know").into())
+        }
     }
 }

@@ -26,8 +26,13 @@ fn stderr(output: &Output) -> String {
 
 async fn hold(store: &RedisStore, key: &str, holder: &str) -> (LeaseToken, u64) {
     let token = LeaseToken::generate().unwrap();
-    let request =
-        AcquireRequest { key, max_leaders: 3, token, holder, lease_time: Duration::from_secs(60) };
+    let request = AcquireRequest::new(
+        key,
+        std::num::NonZeroU32::new(3).unwrap(),
+        token,
+        holder,
+        Duration::from_secs(60),
+    );
     match store.acquire(request).await.unwrap() {
         AcquireOutcome::Granted(grant) => (token, grant.fence),
         other => panic!("{other:?}"),
@@ -195,13 +200,13 @@ async fn state_groups_and_release_work_on_postgres() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
     let token = LeaseToken::generate().unwrap();
-    let request = AcquireRequest {
-        key: "leader:reports",
-        max_leaders: 2,
+    let request = AcquireRequest::new(
+        "leader:reports",
+        std::num::NonZeroU32::new(2).unwrap(),
         token,
-        holder: "worker-pg",
-        lease_time: Duration::from_secs(60),
-    };
+        "worker-pg",
+        Duration::from_secs(60),
+    );
     let AcquireOutcome::Granted(grant) = store.acquire(request).await.unwrap() else {
         panic!("free")
     };

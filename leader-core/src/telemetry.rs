@@ -2,8 +2,9 @@
 //! make goes through here.
 //!
 //! Spans (`leader.acquire`, `leader.renew`, `leader.release`, `leader.state`) are at debug
-//! level and carry the group key, holder, fence and outcome; tokens never appear. Metrics
-//! (feature `metrics`, through the `metrics` facade) are listed in the README.
+//! level and carry the group key (and, as each applies, the holder, fence and outcome);
+//! tokens never appear. Metrics (feature `metrics`, through the `metrics` facade) are
+//! listed in docs/operating.md.
 
 use std::time::Duration;
 

@@ -22,7 +22,6 @@ macro_rules! with_every_rule {
             acquire_is_idempotent_for_the_same_token,
             fences_strictly_increase,
             max_leaders_mismatch_names_both_values,
-            zero_max_leaders_is_refused,
             renew_extends_only_a_held_slot,
             release_is_token_checked,
             release_and_renew_never_revive_an_expired_slot,
@@ -69,7 +68,13 @@ fn token() -> LeaseToken {
 }
 
 fn request<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'a> {
-    AcquireRequest { key, max_leaders, token, holder: "conformance", lease_time: LEASE }
+    AcquireRequest::new(
+        key,
+        std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
+        token,
+        "conformance",
+        LEASE,
+    )
 }
 
 async fn granted(store: &dyn LeaseStore, request: AcquireRequest<'_>) -> Grant {
@@ -139,12 +144,6 @@ pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key:
     store.release(key, held, Duration::ZERO).await.unwrap();
     granted(store, request(key, 5, token())).await;
     assert_eq!(store.state(key).await.unwrap().max_leaders, Some(5));
-}
-
-pub async fn zero_max_leaders_is_refused(store: &dyn LeaseStore, key: &str) {
-    let err = store.acquire(request(key, 0, token())).await.unwrap_err();
-    assert!(err.to_string().contains("max_leaders"), "{err}");
-    assert!(store.state(key).await.unwrap().slots.is_empty());
 }
 
 pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {

@@ -18,6 +18,29 @@ use leader::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
 };
 use leader::{Error, LeaseStore, LeaseToken, MemoryStore};
+use std::num::NonZeroU32;
+
+/// A fresh lease token.
+pub fn token() -> LeaseToken {
+    LeaseToken::generate().expect("the operating system's random numbers")
+}
+
+/// A request for a slot of `key` (a group of `max_leaders`) under `token`, for holder
+/// `test`, living 10 s.
+pub fn request(key: &str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'_> {
+    request_for(key, max_leaders, token, Duration::from_secs(10))
+}
+
+/// [`request`], living `lease_time`.
+pub fn request_for(
+    key: &str,
+    max_leaders: u32,
+    token: LeaseToken,
+    lease_time: Duration,
+) -> AcquireRequest<'_> {
+    let max_leaders = NonZeroU32::new(max_leaders).expect("a test asks for at least one slot");
+    AcquireRequest::new(key, max_leaders, token, "test", lease_time)
+}
 
 #[derive(Debug, Default)]
 pub struct Counts {

@@ -97,7 +97,7 @@ impl LeaderGroupElector {
 
     /// How many slots each group has.
     pub fn max_leaders(&self) -> u32 {
-        self.settings.max_leaders
+        self.settings.max_leaders.get()
     }
 
     /// This candidate's holder id.
@@ -218,7 +218,7 @@ impl LeaderGroupElector {
         Ok(LeaderGroupState {
             name: name.to_owned(),
             key,
-            max_leaders: snapshot.max_leaders.unwrap_or(self.settings.max_leaders),
+            max_leaders: snapshot.max_leaders.unwrap_or(self.settings.max_leaders.get()),
             active_count: snapshot.slots.len() as u32,
             leaders: snapshot.slots,
         })

@@ -143,13 +143,13 @@ impl LeaderElectionOptions {
 
     /// Checks every option for groups of `max_leaders`, and returns the settings.
     pub(crate) fn settings(&self, max_leaders: u32) -> Result<Settings, Error> {
-        if max_leaders == 0 {
+        let Some(max_leaders) = std::num::NonZeroU32::new(max_leaders) else {
             return Err(Error::invalid_option(
                 "max_leaders",
                 max_leaders,
                 "must be at least 1 (1 is a single leader)",
             ));
-        }
+        };
         let wait_time = within_limit("wait_time", self.wait_time)?;
         let lease_time = positive("lease_time", self.lease_time)?;
         let min_lease_time = within_limit("min_lease_time", self.min_lease_time)?;
@@ -350,7 +350,7 @@ impl LeaderGroupElectionOptions {
 /// Options after validation, as the electors use them.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    pub max_leaders: u32,
+    pub max_leaders: std::num::NonZeroU32,
     pub wait_time: Duration,
     pub lease_time: Duration,
     pub min_lease_time: Duration,

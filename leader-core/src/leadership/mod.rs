@@ -39,8 +39,8 @@ use crate::{Error, Lease, LeaseStore, telemetry};
 ///   crashed process hands over when its lease expires. Dropping every clone of the handle
 ///   stops it too.
 /// - An unreachable store makes nobody leader here; it is logged once per outage and retried
-///   every `retry_interval` plus jitter. A panic in the loop (say, in a store) is logged,
-///   backed off one retry interval and survived.
+///   after 50 ms, doubling up to `retry_interval` (with jitter). A panic in the loop (say,
+///   in a store) is logged, backed off one retry interval and survived.
 ///
 /// ```
 /// use std::time::Duration;
@@ -283,7 +283,7 @@ impl Leadership {
             store: self.shared.store.kind(),
             coordinated: self.shared.store.coordinates(),
             when_uncoordinated: settings.when_uncoordinated,
-            max_leaders: settings.max_leaders,
+            max_leaders: settings.max_leaders.get(),
             holder_id: settings.holder_id.to_string(),
             lease_time: settings.lease_time,
             renew_interval: settings.renew_interval,

@@ -170,13 +170,13 @@ impl LeadershipOptions {
                 format!("must be at most retry_interval ({retry_interval:?})"),
             ));
         }
-        if self.max_leaders == 0 {
+        let Some(max_leaders) = std::num::NonZeroU32::new(self.max_leaders) else {
             return Err(Error::invalid_option(
                 "max_leaders",
                 0,
                 "must be at least 1 (1 is a single leader)",
             ));
-        }
+        };
         let holder_id = self.holder_id.clone().unwrap_or_else(default_holder_id);
         check_holder_id(&holder_id)?;
         Ok(LeadershipSettings {
@@ -186,7 +186,7 @@ impl LeadershipOptions {
             renew_interval,
             retry_interval,
             retry_jitter,
-            max_leaders: self.max_leaders,
+            max_leaders,
             holder_id: holder_id.into(),
             when_uncoordinated: self.when_uncoordinated,
         })
@@ -209,7 +209,7 @@ pub(crate) struct LeadershipSettings {
     /// The most jitter added to a retry.
     pub retry_jitter: Duration,
     /// Slots of the role's group.
-    pub max_leaders: u32,
+    pub max_leaders: std::num::NonZeroU32,
     /// This instance's id.
     pub holder_id: Arc<str>,
     /// Behaviour over a store that does not coordinate.

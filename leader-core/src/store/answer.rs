@@ -68,7 +68,7 @@ impl Decode {
             }),
             2 => Err(Error::MaxLeadersMismatch {
                 group: request.key.to_owned(),
-                requested: request.max_leaders,
+                requested: request.max_leaders.get(),
                 existing: self.field(answer.existing_max, "existing max_leaders")?,
             }),
             code => Err(self.unexpected(format_args!("outcome {code}"))),

@@ -180,15 +180,13 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        if request.max_leaders == 0 {
-            return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
-        }
+        let max_leaders = request.max_leaders.get();
         let mut groups = self.groups();
         // The store's clock is read under the lock, as a script reads TIME: operations
         // are ordered by the lock, and so are the times they see.
         let now = Instant::now();
         let Groups { by_key, last_fence, last_sweep } = &mut *groups;
-        let group = Groups::entry_in(by_key, last_sweep, request.key, request.max_leaders, now);
+        let group = Groups::entry_in(by_key, last_sweep, request.key, max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
             let (fence, acquired_at, expires_at) = (slot.fence, slot.acquired_at, slot.expires_at);
@@ -200,11 +198,11 @@ impl LeaseStore for MemoryStore {
             }));
         }
         if group.slots.is_empty() {
-            group.max_leaders = request.max_leaders;
-        } else if group.max_leaders != request.max_leaders {
+            group.max_leaders = max_leaders;
+        } else if group.max_leaders != max_leaders {
             return Err(Error::MaxLeadersMismatch {
                 group: request.key.to_owned(),
-                requested: request.max_leaders,
+                requested: max_leaders,
                 existing: group.max_leaders,
             });
         }
@@ -360,7 +358,7 @@ mod tests {
     use super::*;
 
     fn request(key: &str, token: LeaseToken, lease_time: Duration) -> AcquireRequest<'_> {
-        AcquireRequest { key, max_leaders: 1, token, holder: "test", lease_time }
+        AcquireRequest::new(key, std::num::NonZeroU32::MIN, token, "test", lease_time)
     }
 
     #[tokio::test(start_paused = true)]

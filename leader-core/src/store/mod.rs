@@ -21,6 +21,7 @@ mod url;
 mod watch;
 
 use std::fmt::Debug;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -55,13 +56,14 @@ use crate::{Error, LeaseToken};
 /// otherwise.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = std::time::Duration::from_secs(5);
 
-/// A request for one slot of a group.
+/// A request for one slot of a group, made with [`AcquireRequest::new`].
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct AcquireRequest<'a> {
     /// The group's resolved store key.
     pub key: &'a str,
-    /// How many slots the group has.
-    pub max_leaders: u32,
+    /// How many slots the group has: at least one, by its type, so no store checks it.
+    pub max_leaders: NonZeroU32,
     /// The token the slot is to be held under; the same token again returns the same grant.
     pub token: LeaseToken,
     /// Who asks, for state and logs.
@@ -70,8 +72,35 @@ pub struct AcquireRequest<'a> {
     pub lease_time: Duration,
 }
 
-/// A slot the store granted.
+impl<'a> AcquireRequest<'a> {
+    /// A request for a slot of group `key` (of `max_leaders` slots) under `token`, for
+    /// `holder`, to live `lease_time` on the store's clock.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let three = NonZeroU32::new(3).unwrap();
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("leader:workers", three, token, "host-a", Duration::from_secs(10));
+    /// assert_eq!(request.max_leaders.get(), 3);
+    /// ```
+    pub fn new(
+        key: &'a str,
+        max_leaders: NonZeroU32,
+        token: LeaseToken,
+        holder: &'a str,
+        lease_time: Duration,
+    ) -> Self {
+        AcquireRequest { key, max_leaders, token, holder, lease_time }
+    }
+}
+
+/// A slot the store granted, made with [`Grant::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Grant {
     /// The group's fencing token for this grant, strictly greater than every earlier grant's.
     pub fence: u64,
@@ -87,8 +116,22 @@ pub struct Grant {
     pub expires_in: Duration,
 }
 
+impl Grant {
+    /// A grant under `fence`, made at `acquired_at` and expiring at `expires_at` on the
+    /// store's clock, living at least `expires_in` from the moment the store acted.
+    pub fn new(
+        fence: u64,
+        acquired_at: SystemTime,
+        expires_at: SystemTime,
+        expires_in: Duration,
+    ) -> Self {
+        Grant { fence, acquired_at, expires_at, expires_in }
+    }
+}
+
 /// What an acquire found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AcquireOutcome {
     /// A slot is held under the request's token (newly, or already by an earlier attempt).
     Granted(Grant),
@@ -102,6 +145,7 @@ pub enum AcquireOutcome {
 
 /// What a renewal found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RenewOutcome {
     /// The slot is held and now lives for `expires_in` from the store's answer.
     Renewed {
@@ -117,6 +161,7 @@ pub enum RenewOutcome {
 
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReleaseOutcome {
     /// The slot was freed.
     Released,

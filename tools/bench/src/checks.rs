@@ -23,13 +23,7 @@ use crate::server::Server;
 use crate::stats;
 
 fn request(key: &str, token: LeaseToken) -> AcquireRequest<'_> {
-    AcquireRequest {
-        key,
-        max_leaders: 1,
-        token,
-        holder: "bench",
-        lease_time: Duration::from_secs(10),
-    }
+    AcquireRequest::new(key, std::num::NonZeroU32::MIN, token, "bench", Duration::from_secs(10))
 }
 
 fn token() -> LeaseToken {

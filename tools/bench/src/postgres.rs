@@ -62,19 +62,14 @@ impl Worker {
         match self {
             Worker::Store { store, key } => {
                 let token = LeaseToken::generate().unwrap();
-                let request = AcquireRequest {
-                    key,
-                    max_leaders: 1,
-                    token,
-                    holder: "bench",
-                    lease_time: LEASE,
-                };
+                let request =
+                    AcquireRequest::new(key, std::num::NonZeroU32::MIN, token, "bench", LEASE);
                 match store.acquire(request).await.expect("acquire") {
                     AcquireOutcome::Granted(_) => {
                         store.release(key, token, Duration::ZERO).await.expect("release");
                         true
                     }
-                    AcquireOutcome::Full { .. } => false,
+                    _ => false, // full
                 }
             }
             Worker::LeaseRow { client, key, take, give_back } => {
@@ -226,13 +221,8 @@ async fn hand_over(
             Contender::Store => {
                 let key = format!("leader:pg-w3:{sample}");
                 let held = LeaseToken::generate().unwrap();
-                let request = AcquireRequest {
-                    key: &key,
-                    max_leaders: 1,
-                    token: held,
-                    holder: "holder",
-                    lease_time: LEASE,
-                };
+                let request =
+                    AcquireRequest::new(&key, std::num::NonZeroU32::MIN, held, "holder", LEASE);
                 assert!(matches!(
                     store.acquire(request).await.unwrap(),
                     AcquireOutcome::Granted(_)
@@ -286,7 +276,7 @@ async fn statements(url: &str, admin: &Client) -> Vec<(String, f64, f64)> {
     let key = "bench:pg-round-trips";
     let warm = LeaseToken::generate().unwrap();
     let request =
-        |token| AcquireRequest { key, max_leaders: 1, token, holder: "bench", lease_time: LEASE };
+        |token| AcquireRequest::new(key, std::num::NonZeroU32::MIN, token, "bench", LEASE);
     store.acquire(request(warm)).await.unwrap();
     store.renew(key, warm, LEASE).await.unwrap();
     store.state(key).await.unwrap();

@@ -231,13 +231,13 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        if request.max_leaders == 0 || request.max_leaders > i32::MAX as u32 {
+        let Ok(max) = i32::try_from(request.max_leaders.get()) else {
             return Err(Error::invalid_option(
                 "max_leaders",
                 request.max_leaders,
-                format!("must be between 1 and {}", i32::MAX),
+                format!("must be at most {} with PostgresStore", i32::MAX),
             ));
-        }
+        };
         if request.key.len() > MAX_KEY_BYTES {
             return Err(Error::invalid_option(
                 "key",
@@ -254,7 +254,7 @@ impl LeaseStore for PostgresStore {
         }
         let sql = &self.inner.names.acquire_sql;
         let token = request.token.to_string();
-        let (lease, max) = (millis(request.lease_time), request.max_leaders as i32);
+        let lease = millis(request.lease_time);
         let params: [&(dyn ToSql + Sync); 5] =
             [&request.key, &token, &request.holder, &lease, &max];
         let rows = self.query(Call { operation: "acquire", sql }, &params).await?;

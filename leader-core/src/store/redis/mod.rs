@@ -284,9 +284,6 @@ impl LeaseStore for RedisStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        if request.max_leaders == 0 {
-            return Err(Error::invalid_option("max_leaders", 0, "must be at least 1"));
-        }
         let keys = GroupKeys::new(request.key)?;
         let lease = millis(request.lease_time);
         let (reply, acknowledged) = self
@@ -299,7 +296,7 @@ impl LeaseStore for RedisStore {
                     &TokenArg(request.token),
                     &request.holder,
                     &lease,
-                    &request.max_leaders,
+                    &request.max_leaders.get(),
                     &keys.grant_channel(),
                     &lease.saturating_add(self.inner.idle_group_ttl_ms),
                 ],
