@@ -187,9 +187,9 @@ impl LeaderGroupElector {
             self.store.clone(),
             lease.clone(),
             settings.lease_time,
-            settings.extend_every,
+            settings.renew_interval,
         );
-        let outcome = if settings.extend_every.is_some() {
+        let outcome = if settings.renew_interval.is_some() {
             // Renewal runs as a task of its own, so a body that hogs its thread cannot starve
             // it on a multi-threaded runtime; it stops when the body ends or this is dropped.
             let _renewing = AbortOnDrop(tokio::spawn(supervisor));

@@ -73,57 +73,6 @@ impl LeaderElectionOptions {
         Self::default()
     }
 
-    /// How long to wait for a free slot before returning `Skipped`. Default: zero, one attempt.
-    ///
-    /// Waiting is event driven: a release wakes the waiter at once, and a full group's
-    /// nearest expiry sets its timer. There is no polling interval.
-    pub fn wait_time(mut self, wait_time: Duration) -> Self {
-        self.wait_time = wait_time;
-        self
-    }
-
-    /// The slot's time to live on the store's clock. Default: 30 s. At least 1 ms.
-    pub fn lease_time(mut self, lease_time: Duration) -> Self {
-        self.lease_time = lease_time;
-        self
-    }
-
-    /// Keep the slot at least this long after it was granted, even if the body finishes
-    /// sooner (ShedLock's lock-at-least-for). The caller returns at once; the store keeps the
-    /// slot. Default: zero. At most `lease_time`.
-    pub fn min_lease_time(mut self, min_lease_time: Duration) -> Self {
-        self.min_lease_time = min_lease_time;
-        self
-    }
-
-    /// Renew the slot while the body runs, every [`renew_interval`](Self::renew_interval).
-    /// Default: false, so the loss signal fires when `lease_time` passes.
-    pub fn auto_extend(mut self, auto_extend: bool) -> Self {
-        self.auto_extend = auto_extend;
-        self
-    }
-
-    /// How often [`auto_extend`](Self::auto_extend) renews. Default: `lease_time / 3`.
-    /// Between 1 ms and `lease_time / 2`, so a failed renewal can be retried before the lease
-    /// ends. Setting it without `auto_extend` is refused: nothing would renew.
-    pub fn renew_interval(mut self, every: Duration) -> Self {
-        self.renew_interval = Some(every);
-        self
-    }
-
-    /// This candidate's id in state and logs. Default: `hostname:pid:random`.
-    /// 1 to 256 bytes, no control characters.
-    pub fn holder_id(mut self, holder_id: impl Into<String>) -> Self {
-        self.holder_id = Some(holder_id.into());
-        self
-    }
-
-    /// How names become store keys. Default: `leader:{role}`, no namespace.
-    pub fn keys(mut self, keys: KeyOptions) -> Self {
-        self.keys = keys;
-        self
-    }
-
     /// Checks every option as [`LeaderElector::new`](crate::LeaderElector::new) does,
     /// touching no store; the error names the first value out of range.
     ///
@@ -160,7 +109,7 @@ impl LeaderElectionOptions {
                 format!("must be at most lease_time ({lease_time:?})"),
             ));
         }
-        let extend_every = match (self.auto_extend, self.renew_interval) {
+        let renew_interval = match (self.auto_extend, self.renew_interval) {
             (true, chosen) => Some(renew_interval(lease_time, chosen)?),
             (false, None) => None,
             (false, Some(every)) => {
@@ -182,7 +131,7 @@ impl LeaderElectionOptions {
             wait_time,
             lease_time,
             min_lease_time,
-            extend_every,
+            renew_interval,
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
             retry_store_errors: false,
@@ -297,41 +246,6 @@ impl LeaderGroupElectionOptions {
         self.max_leaders
     }
 
-    /// See [`LeaderElectionOptions::wait_time`]. Default: zero, one attempt.
-    pub fn wait_time(self, wait_time: Duration) -> Self {
-        self.map(|o| o.wait_time(wait_time))
-    }
-
-    /// See [`LeaderElectionOptions::lease_time`]. Default: 30 s.
-    pub fn lease_time(self, lease_time: Duration) -> Self {
-        self.map(|o| o.lease_time(lease_time))
-    }
-
-    /// See [`LeaderElectionOptions::min_lease_time`]. Default: zero.
-    pub fn min_lease_time(self, min_lease_time: Duration) -> Self {
-        self.map(|o| o.min_lease_time(min_lease_time))
-    }
-
-    /// See [`LeaderElectionOptions::auto_extend`]; groups renew each slot alike. Default: false.
-    pub fn auto_extend(self, auto_extend: bool) -> Self {
-        self.map(|o| o.auto_extend(auto_extend))
-    }
-
-    /// See [`LeaderElectionOptions::renew_interval`]. Default: `lease_time / 3`.
-    pub fn renew_interval(self, every: Duration) -> Self {
-        self.map(|o| o.renew_interval(every))
-    }
-
-    /// See [`LeaderElectionOptions::holder_id`]. Default: `hostname:pid:random`.
-    pub fn holder_id(self, holder_id: impl Into<String>) -> Self {
-        self.map(|o| o.holder_id(holder_id))
-    }
-
-    /// See [`LeaderElectionOptions::keys`]. Default: `leader:{role}`.
-    pub fn keys(self, keys: KeyOptions) -> Self {
-        self.map(|o| o.keys(keys))
-    }
-
     fn map(self, f: impl FnOnce(LeaderElectionOptions) -> LeaderElectionOptions) -> Self {
         LeaderGroupElectionOptions { max_leaders: self.max_leaders, election: f(self.election) }
     }
@@ -347,6 +261,64 @@ impl LeaderGroupElectionOptions {
     }
 }
 
+/// The setters both electors' options share, written once with their docs: expanded on
+/// [`LeaderElectionOptions`], which holds the fields (each named as its setter), and on
+/// [`LeaderGroupElectionOptions`], which hands each value to the one it holds.
+macro_rules! election_setters {
+    ($($(#[$doc:meta])* fn $name:ident($value:ident: $ty:ty) => $field:expr;)*) => {
+        impl LeaderElectionOptions {
+            $(
+                $(#[$doc])*
+                pub fn $name(mut self, $value: $ty) -> Self {
+                    self.$name = $field;
+                    self
+                }
+            )*
+        }
+
+        impl LeaderGroupElectionOptions {
+            $(
+                $(#[$doc])*
+                pub fn $name(self, $value: $ty) -> Self {
+                    self.map(|options| options.$name($value))
+                }
+            )*
+        }
+    };
+}
+
+election_setters! {
+    /// How long to wait for a free slot before returning `Skipped`. Default: zero, one attempt.
+    ///
+    /// Waiting is event driven: a release wakes the waiter at once, and a full group's
+    /// nearest expiry sets its timer. There is no polling interval.
+    fn wait_time(wait_time: Duration) => wait_time;
+
+    /// The slot's time to live on the store's clock. Default: 30 s. At least 1 ms.
+    fn lease_time(lease_time: Duration) => lease_time;
+
+    /// Keep the slot at least this long after it was granted, even if the body finishes
+    /// sooner (ShedLock's lock-at-least-for). The caller returns at once; the store keeps the
+    /// slot. Default: zero. At most `lease_time`.
+    fn min_lease_time(min_lease_time: Duration) => min_lease_time;
+
+    /// Renew the slot while the body runs, every `renew_interval`; a group renews each of
+    /// its slots alike. Default: false, so the loss signal fires when `lease_time` passes.
+    fn auto_extend(auto_extend: bool) => auto_extend;
+
+    /// How often `auto_extend` renews. Default: `lease_time / 3`. Between 1 ms and
+    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends. Setting it
+    /// without `auto_extend` is refused: nothing would renew.
+    fn renew_interval(renew_interval: Duration) => Some(renew_interval);
+
+    /// This candidate's id in state and logs. Default: `hostname:pid:random`.
+    /// 1 to 256 bytes, no control characters.
+    fn holder_id(holder_id: impl Into<String>) => Some(holder_id.into());
+
+    /// How names become store keys. Default: `leader:{role}`, no namespace.
+    fn keys(keys: KeyOptions) => keys;
+}
+
 /// Options after validation, as the electors use them.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -354,8 +326,8 @@ pub(crate) struct Settings {
     pub wait_time: Duration,
     pub lease_time: Duration,
     pub min_lease_time: Duration,
-    /// The auto-extension cadence, when auto-extension is on.
-    pub extend_every: Option<Duration>,
+    /// The renewal cadence, when `auto_extend` is on.
+    pub renew_interval: Option<Duration>,
     pub holder_id: Arc<str>,
     pub keys: KeyOptions,
     /// The macros' `on_store_error = "skip"`: store failures are tried again until
@@ -376,7 +348,7 @@ mod tests {
         let settings = LeaderGroupElectionOptions::new(1).settings().unwrap();
         assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
         assert_eq!(settings.wait_time, Duration::ZERO);
-        assert_eq!(settings.extend_every, None);
+        assert_eq!(settings.renew_interval, None);
     }
 
     #[test]
@@ -429,7 +401,7 @@ mod tests {
             .auto_extend(true)
             .settings()
             .unwrap();
-        assert_eq!(ok.extend_every, Some(Duration::from_secs(3)));
+        assert_eq!(ok.renew_interval, Some(Duration::from_secs(3)));
         let without_auto_extend =
             LeaderGroupElectionOptions::new(1).renew_interval(Duration::from_secs(1));
         assert_eq!(

@@ -10,7 +10,7 @@ use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
 use crate::telemetry;
 
-/// Watches `lease` until it is lost, renewing it every `extend_every` if that is set.
+/// Watches `lease` until it is lost, renewing it every `renew_interval` if that is set.
 ///
 /// - Without auto-extension, the loss is decided at the local deadline.
 /// - A refused renewal decides it at once ([`LossReason::Refused`]).
@@ -23,18 +23,18 @@ pub(crate) async fn supervise(
     store: Arc<dyn LeaseStore>,
     lease: Lease,
     lease_time: Duration,
-    extend_every: Option<Duration>,
+    renew_interval: Option<Duration>,
 ) {
-    match extend_every {
+    match renew_interval {
         None => {
             tokio::select! {
                 () = sleep_until(lease.deadline()) => { lease.end(LossReason::Expired); }
                 () = lease.lost() => {}
             }
         }
-        Some(every) => {
+        Some(renew_interval) => {
             let mut outage = OutageLog::default();
-            keep_renewing(&*store, &lease, lease_time, every, &mut outage).await;
+            keep_renewing(&*store, &lease, lease_time, renew_interval, &mut outage).await;
         }
     }
 }
@@ -44,7 +44,7 @@ pub(crate) async fn supervise(
 /// The end may be decided here (a refused renewal, the deadline passing, a reply that
 /// arrives after it) or anywhere else (a check such as `is_lost()` that found the deadline
 /// passed, a step-down): the loop wakes on the loss signal, so it never renews a lease whose
-/// end was decided. Renewals are due when `lease_time - every` remains before the local
+/// end was decided. Renewals are due when `lease_time - renew_interval` remains before the local
 /// deadline (two thirds of the lease by default) and never later than half the time left,
 /// so the schedule follows the deadline, not when a reply happened to arrive. Failed
 /// renewals are retried as [`supervise`] describes, and logged once per outage.
@@ -52,10 +52,10 @@ pub(crate) async fn keep_renewing(
     store: &dyn LeaseStore,
     lease: &Lease,
     lease_time: Duration,
-    every: Duration,
+    renew_interval: Duration,
     outage: &mut OutageLog,
 ) -> LossReason {
-    let mut next = renewal_due(lease.deadline(), lease_time, every);
+    let mut next = renewal_due(lease.deadline(), lease_time, renew_interval);
     loop {
         let deadline = lease.deadline();
         tokio::select! {
@@ -90,12 +90,13 @@ pub(crate) async fn keep_renewing(
                     return reason;
                 }
                 tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
-                next = renewal_due(lease.deadline(), lease_time, every);
+                next = renewal_due(lease.deadline(), lease_time, renew_interval);
             }
             Ok(Ok(RenewOutcome::NotHeld)) => return lease.end(LossReason::Refused),
             Ok(Err(error)) => {
                 outage.failed(lease.name(), "lease renewal", &error);
-                let retry_in = every.min(lease.remaining() / 2).max(Duration::from_millis(1));
+                let retry_in =
+                    renew_interval.min(lease.remaining() / 2).max(Duration::from_millis(1));
                 next = Instant::now() + retry_in;
             }
             Err(_timed_out) => return lease.end(LossReason::Expired),
@@ -103,12 +104,17 @@ pub(crate) async fn keep_renewing(
     }
 }
 
-/// When the next renewal of a lease with local `deadline` is due: when `lease_time - every`
+/// When the next renewal of a lease with local `deadline` is due: when `lease_time - renew_interval`
 /// remains, and no later than half the time left now.
-pub(crate) fn renewal_due(deadline: Instant, lease_time: Duration, every: Duration) -> Instant {
+pub(crate) fn renewal_due(
+    deadline: Instant,
+    lease_time: Duration,
+    renew_interval: Duration,
+) -> Instant {
     let now = Instant::now();
-    let at_cadence =
-        deadline.checked_sub(lease_time.saturating_sub(every)).map_or(now, |at| at.max(now));
+    let at_cadence = deadline
+        .checked_sub(lease_time.saturating_sub(renew_interval))
+        .map_or(now, |at| at.max(now));
     let at_half = now + deadline.saturating_duration_since(now) / 2;
     at_cadence.min(at_half)
 }
@@ -122,17 +128,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn renewal_is_due_when_two_thirds_remain_or_at_half_the_time_left() {
         let now = Instant::now();
-        let (lease, every) = (12 * SECOND, 4 * SECOND);
+        let (lease, renew_interval) = (12 * SECOND, 4 * SECOND);
         // A whole lease left: due when 8 s remain.
-        assert_eq!(renewal_due(now + lease, lease, every), now + 4 * SECOND);
+        assert_eq!(renewal_due(now + lease, lease, renew_interval), now + 4 * SECOND);
         // 9 s left: due when 8 s remain, 1 s from now (half the time left is later).
-        assert_eq!(renewal_due(now + 9 * SECOND, lease, every), now + SECOND);
+        assert_eq!(renewal_due(now + 9 * SECOND, lease, renew_interval), now + SECOND);
         // 3 s left (a slow grant): at once.
-        assert_eq!(renewal_due(now + 3 * SECOND, lease, every), now);
+        assert_eq!(renewal_due(now + 3 * SECOND, lease, renew_interval), now);
         // A renew interval of half the lease: half the time left is the cap.
         assert_eq!(renewal_due(now + 10 * SECOND, lease, 6 * SECOND), now + 4 * SECOND);
         assert_eq!(renewal_due(now + 12 * SECOND, lease, 6 * SECOND), now + 6 * SECOND);
         // The deadline passed: at once.
-        assert_eq!(renewal_due(now, lease, every), now);
+        assert_eq!(renewal_due(now, lease, renew_interval), now);
     }
 }

@@ -95,16 +95,16 @@ impl LeadershipOptions {
 
     /// How often the leader renews. Default: `lease_time / 3`. Between 1 ms and
     /// `lease_time / 2`, so a failed renewal can be retried before the lease ends.
-    pub fn renew_interval(mut self, every: Duration) -> Self {
-        self.renew_interval = Some(every);
+    pub fn renew_interval(mut self, renew_interval: Duration) -> Self {
+        self.renew_interval = Some(renew_interval);
         self
     }
 
     /// How long a candidate waits before trying again after a failure, and a resigned leader
     /// before standing again. Candidates facing a full group do not poll: they wake on a
     /// release and at the earliest expiry. Default: 1 s. At least 1 ms.
-    pub fn retry_interval(mut self, every: Duration) -> Self {
-        self.retry_interval = every;
+    pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
+        self.retry_interval = retry_interval;
         self
     }
 
