@@ -48,15 +48,22 @@ fn cycle_script() -> (String, Vec<String>) {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // Each script starts with its shebang line (its flags), which may only open a script:
+    // the combined one opens with the writing scripts' flags, and the bodies go without it.
+    let body = |source: &'static str| match source.split_once('\n') {
+        Some((first, rest)) if first.starts_with("#!") => rest,
+        _ => source,
+    };
     let script = format!(
-        "local function acquire(KEYS, ARGV)\n{}\nend\n\
+        "#!lua flags=allow-oom\n\
+         local function acquire(KEYS, ARGV)\n{}\nend\n\
          local function release(KEYS, ARGV)\n{}\nend\n\
          local token = ARGV[1]\n\
          acquire(KEYS, {{{}}})\n\
          release(KEYS, {{{}}})\n\
          return 1",
-        acquire.source,
-        release.source,
+        body(acquire.source),
+        body(release.source),
         lua_args(&acquire),
         lua_args(&release)
     );
