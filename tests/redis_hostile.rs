@@ -10,16 +10,9 @@ use leader::store::{AcquireOutcome, ReleaseOutcome};
 use leader::{Error, LeaderElectionOptions, LeaderElector, LeaseStore, RedisStore};
 use support::proxy::{Fault, Proxy};
 use support::redis_server::RedisServer;
-use support::{request, request_for, token};
+use support::{granted_fence, request, request_for, token};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn fence_of(outcome: AcquireOutcome) -> u64 {
-    match outcome {
-        AcquireOutcome::Granted(grant) => grant.fence,
-        other => panic!("not granted: {other:?}"),
-    }
-}
 
 /// Item 10: scripts run on a replica read first, so a lagging replica answered "not held"
 /// to a renewal (a spurious loss for a healthy leader) and "full" to an acquire whose
@@ -35,7 +28,7 @@ async fn scripts_sent_to_a_replica_fail_instead_of_answering_from_its_copy() {
     .await;
     let on_primary = RedisStore::connect(&primary.url()).await.unwrap();
     let held = token();
-    fence_of(on_primary.acquire(request("leader:replicated", 1, held)).await.unwrap());
+    granted_fence(on_primary.acquire(request("leader:replicated", 1, held)).await.unwrap());
     let layout = RedisStore::group_layout("leader:replicated").unwrap();
     support::eventually(10 * SECOND, "the grant reaches the replica", || async {
         replica.cli(&["EXISTS", &layout.group]) == "1"
@@ -66,14 +59,14 @@ async fn fences_stay_exact_and_increasing_over_the_whole_u64_range() {
     let layout = RedisStore::group_layout(key).unwrap();
     for last in [9_007_199_254_740_993_u64, 18_446_744_073_709_551_614] {
         let held = token();
-        fence_of(store.acquire(request(key, 1, held)).await.unwrap());
+        granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
         store.release(key, held, Duration::ZERO).await.unwrap();
         server.cli(&["HSET", &layout.group, "fence", &last.to_string()]);
         let held = token();
-        let fence = fence_of(store.acquire(request(key, 1, held)).await.unwrap());
+        let fence = granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
         assert_eq!(fence, last + 1, "after {last}");
         // The retry of the same token and state give the same fence back.
-        assert_eq!(fence_of(store.acquire(request(key, 1, held)).await.unwrap()), last + 1);
+        assert_eq!(granted_fence(store.acquire(request(key, 1, held)).await.unwrap()), last + 1);
         assert_eq!(store.state(key).await.unwrap().slots[0].fence, last + 1);
         assert_eq!(
             store.release(key, held, Duration::ZERO).await.unwrap(),
@@ -102,7 +95,7 @@ async fn a_silent_release_subscription_is_noticed_and_replaced() {
 
     let held = token();
     let long = request_for("leader:silent", 1, held, 60 * SECOND);
-    fence_of(direct.acquire(long).await.unwrap());
+    granted_fence(direct.acquire(long).await.unwrap());
     let elector = LeaderElector::new(
         store.clone(),
         LeaderElectionOptions::new().wait_time(20 * SECOND).lease_time(10 * SECOND),
@@ -129,7 +122,7 @@ async fn one_deadline_bounds_an_operation_and_its_diagnosis() {
         .command_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
-    fence_of(store.acquire(request("leader:warm", 1, token())).await.unwrap()); // cached
+    granted_fence(store.acquire(request("leader:warm", 1, token())).await.unwrap()); // cached
     let layout = RedisStore::group_layout("leader:wrong-type").unwrap();
     server.cli(&["SET", &layout.group, "not a hash"]);
     // Each round trip now takes 300 ms: the script's reply comes within the timeout, the
@@ -152,7 +145,7 @@ async fn a_server_out_of_memory_keeps_electing() {
     let store = RedisStore::connect(&server.url()).await.unwrap();
     let key = "leader:oom-elects";
     let held = token();
-    fence_of(store.acquire(request(key, 2, held)).await.unwrap());
+    granted_fence(store.acquire(request(key, 2, held)).await.unwrap());
     server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
     let refused = server.cli(&["SET", "application-key", "x"]);

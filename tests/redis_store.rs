@@ -4,7 +4,7 @@ mod conformance;
 mod support;
 
 use support::redis_server::RedisServer;
-use support::{request, request_for, token};
+use support::{granted_fence, request, request_for, token};
 
 use leader::RedisStore;
 
@@ -180,13 +180,6 @@ fn all_commands(server: &RedisServer) -> HashMap<String, u64> {
             Some((name.to_owned(), stats.strip_prefix("calls=")?.split(',').next()?.parse().ok()?))
         })
         .collect()
-}
-
-fn granted_fence(outcome: AcquireOutcome) -> u64 {
-    match outcome {
-        AcquireOutcome::Granted(grant) => grant.fence,
-        other => panic!("not granted: {other:?}"),
-    }
 }
 
 #[tokio::test]

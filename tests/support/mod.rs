@@ -42,6 +42,14 @@ pub fn request_for(
     AcquireRequest::new(key, max_leaders, token, "test", lease_time)
 }
 
+/// The fence of a grant; a test's failure if the outcome is anything else.
+pub fn granted_fence(outcome: AcquireOutcome) -> u64 {
+    match outcome {
+        AcquireOutcome::Granted(grant) => grant.fence,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Counts {
     pub acquire: AtomicUsize,

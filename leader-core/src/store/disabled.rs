@@ -3,11 +3,10 @@
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
-    RenewOutcome,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome,
+    ReleaseSignal, ReleaseWatch, RenewOutcome,
 };
 use crate::{Error, LeaseToken};
 
@@ -62,8 +61,7 @@ impl LeaseStore for DisabledStore {
     }
 
     async fn watch_releases(&self, _: &str) -> Result<ReleaseWatch, Error> {
-        // Nothing is ever released here; the sender is dropped, so the watch never fires.
-        let (_sender, receiver) = watch::channel(0);
-        Ok(ReleaseWatch::new(receiver, None))
+        // Nothing is ever released here; the signal is dropped, so the watch never fires.
+        Ok(ReleaseSignal::new().watch())
     }
 }

@@ -6,12 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
-    RenewOutcome, SlotInfo,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome,
+    ReleaseSignal, ReleaseWatch, RenewOutcome, SlotInfo,
 };
 use crate::{Error, LeaseToken};
 
@@ -65,7 +64,7 @@ const SWEEP_AFTER: Duration = Duration::from_secs(10);
 struct Group {
     max_leaders: u32,
     slots: Vec<Slot>,
-    releases: watch::Sender<u64>,
+    releases: ReleaseSignal,
 }
 
 struct Slot {
@@ -156,12 +155,12 @@ impl Groups {
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group { max_leaders, slots: Vec::new(), releases: watch::Sender::new(0) }
+        Group { max_leaders, slots: Vec::new(), releases: ReleaseSignal::new() }
     }
 
     /// No live slot (expired ones already dropped) and nobody waiting for a release.
     fn is_unused(&self) -> bool {
-        self.slots.is_empty() && self.releases.receiver_count() == 0
+        self.slots.is_empty() && self.releases.watchers() == 0
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
@@ -169,7 +168,7 @@ impl Group {
     }
 
     fn wake_waiters(&self) {
-        self.releases.send_modify(|count| *count = count.wrapping_add(1));
+        self.releases.wake();
     }
 }
 
@@ -302,9 +301,9 @@ impl LeaseStore for MemoryStore {
 
     async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
         let mut groups = self.groups();
-        let receiver = groups.entry(key, 1, Instant::now()).releases.subscribe();
+        let watch = groups.entry(key, 1, Instant::now()).releases.watch();
         let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
-        Ok(ReleaseWatch::new(receiver, Some(Arc::new(forget))))
+        Ok(watch.holding(forget))
     }
 
     /// The groups with a live slot (an idle group is forgotten).

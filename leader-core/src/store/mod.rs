@@ -54,7 +54,7 @@ use crate::{Error, LeaseToken};
 /// How long one store operation may take before it fails with [`Error::Timeout`], for every
 /// store with a server (Redis, PostgreSQL), unless its builder's `command_timeout` says
 /// otherwise.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = std::time::Duration::from_secs(5);
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A request for one slot of a group, made with [`AcquireRequest::new`].
 #[derive(Debug, Clone, Copy)]

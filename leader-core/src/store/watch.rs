@@ -20,15 +20,6 @@ pub struct ReleaseWatch {
 }
 
 impl ReleaseWatch {
-    /// A watch on `receiver`, whose sender a store bumps on every release of the group;
-    /// `subscription` lives as long as the watch.
-    pub(crate) fn new(
-        receiver: watch::Receiver<u64>,
-        subscription: Option<Arc<dyn Any + Send + Sync>>,
-    ) -> Self {
-        ReleaseWatch { receiver, _subscription: subscription }
-    }
-
     /// This watch, also keeping `guard` alive until the watch is dropped: a store's way to
     /// learn when this waiter has gone (to withdraw a subscription, say), by `guard`'s
     /// `Drop`.
@@ -77,20 +68,21 @@ impl ReleaseWatch {
 /// watch.released().await; // resolves at once: woken since it was made
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReleaseSignal {
-    sender: Arc<watch::Sender<u64>>,
+    sender: watch::Sender<u64>,
 }
 
 impl ReleaseSignal {
     /// A signal nobody watches yet.
     pub fn new() -> Self {
-        ReleaseSignal { sender: Arc::new(watch::Sender::new(0)) }
+        ReleaseSignal { sender: watch::Sender::new(0) }
     }
 
-    /// A watch woken by every [`wake`](Self::wake) from now on.
+    /// A watch woken by every [`wake`](Self::wake) from now on. If the signal is dropped,
+    /// the watch never wakes again, so its waiter falls back to its timer.
     pub fn watch(&self) -> ReleaseWatch {
-        ReleaseWatch::new(self.sender.subscribe(), None)
+        ReleaseWatch { receiver: self.sender.subscribe(), _subscription: None }
     }
 
     /// Wakes every watch made so far.
@@ -116,38 +108,31 @@ impl Default for ReleaseSignal {
 #[cfg(any(feature = "redis", feature = "postgres"))]
 #[derive(Default)]
 pub(crate) struct Watchers {
-    by_key: Mutex<HashMap<String, watch::Sender<u64>>>,
+    by_key: Mutex<HashMap<String, ReleaseSignal>>,
 }
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
 impl Watchers {
-    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, ReleaseSignal>> {
         self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A watch of `key`; it forgets the group when it is the last to go.
     pub(crate) fn watch(self: &Arc<Self>, key: &str) -> ReleaseWatch {
-        let receiver = self
-            .by_key()
-            .entry(key.to_owned())
-            .or_insert_with(|| watch::Sender::new(0))
-            .subscribe();
-        let forget = ForgetWhenUnwatched { watchers: Arc::downgrade(self), key: key.to_owned() };
-        ReleaseWatch::new(receiver, Some(Arc::new(forget)))
+        let watch = self.by_key().entry(key.to_owned()).or_default().watch();
+        watch.holding(ForgetWhenUnwatched { watchers: Arc::downgrade(self), key: key.to_owned() })
     }
 
     /// Wakes the waiters of `key`, if any.
     pub(crate) fn wake(&self, key: &str) {
-        if let Some(sender) = self.by_key().get(key) {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
+        if let Some(signal) = self.by_key().get(key) {
+            signal.wake();
         }
     }
 
     /// Wakes every waiter (after the listener was lost, releases may have been missed).
     pub(crate) fn wake_all(&self) {
-        for sender in self.by_key().values() {
-            sender.send_modify(|count| *count = count.wrapping_add(1));
-        }
+        self.by_key().values().for_each(ReleaseSignal::wake);
     }
 }
 
@@ -164,7 +149,7 @@ impl Drop for ForgetWhenUnwatched {
     fn drop(&mut self) {
         let Some(watchers) = self.watchers.upgrade() else { return };
         let mut by_key = watchers.by_key();
-        if by_key.get(&self.key).is_some_and(|sender| sender.receiver_count() == 0) {
+        if by_key.get(&self.key).is_some_and(|signal| signal.watchers() == 0) {
             by_key.remove(&self.key);
         }
     }

@@ -173,9 +173,12 @@ impl Connect for Listen {
             let keys = announced.waiters.keys();
             keys.map(|key| (key.clone(), queue(&statements, Request::Announce, key))).collect()
         };
-        for (key, queued) in queued {
-            self.announcements.answer(queued, "announce", &key).await;
-        }
+        // Awaited together: they were queued in order, and a silent connection costs one
+        // `answer_within`, not one per group.
+        let answers = queued.into_iter().map(|(key, queued)| async move {
+            self.announcements.answer(queued, "announce", &key).await
+        });
+        futures_util::future::join_all(answers).await;
         Ok(Listening { statements, driver })
     }
 
