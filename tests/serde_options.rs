@@ -121,6 +121,10 @@ lease = "10s""#,
             "unknown variant `panic`",
         ),
     ];
+    let twice = serde_json::from_str::<LeaderGroupElectionOptions>(
+        r#"{"max_leaders": 2, "wait_time": "1s", "max_leaders": 3}"#,
+    );
+    assert!(twice.unwrap_err().to_string().contains("duplicate field `max_leaders`"));
     for (error, expected) in cases {
         assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
     }

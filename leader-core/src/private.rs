@@ -2,31 +2,11 @@
 //! macros, which always come in the same version.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use crate::{
     Error, LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease, LeaseStore,
     default_holder_id, default_store,
 };
-
-/// The options a macro call site was written with, checked at compile time.
-#[derive(Debug, Clone, Copy)]
-pub struct MacroOptions {
-    /// `max_leaders`; 1 for `#[leader_election]`.
-    pub max_leaders: u32,
-    /// `wait_time` in milliseconds.
-    pub wait_ms: u64,
-    /// `lease_time` in milliseconds.
-    pub lease_ms: u64,
-    /// `min_lease_time` in milliseconds.
-    pub min_lease_ms: u64,
-    /// `auto_extend`.
-    pub auto_extend: bool,
-    /// `holder_id`, or the process's default.
-    pub holder_id: Option<&'static str>,
-    /// `on_store_error = "skip"`.
-    pub skip_on_store_error: bool,
-}
 
 pub use crate::key::check_name;
 
@@ -68,7 +48,9 @@ fn process_holder_id() -> &'static str {
     HOLDER.get_or_init(default_holder_id)
 }
 
-/// Runs `body` under a slot of group `name`, as `run_if_leader` does.
+/// Runs `body` under a slot of group `name`, as `run_if_leader` does, with the options the
+/// call site was written with (checked at compile time) and, when it names none, the
+/// process's holder id.
 ///
 /// With `on_store_error = "skip"`, a store failure does not end the wait: the call keeps
 /// trying (after a short pause, doubling up to 1 s) until `wait_time` is over, and only then
@@ -76,7 +58,8 @@ fn process_holder_id() -> &'static str {
 /// as a warning each time.
 pub async fn run<F, Fut, T>(
     store: Option<Arc<dyn LeaseStore>>,
-    options: &MacroOptions,
+    options: LeaderGroupElectionOptions,
+    skip_on_store_error: bool,
     name: &str,
     body: F,
 ) -> Result<LeaderRunResult<T>, Error>
@@ -85,14 +68,9 @@ where
     Fut: Future<Output = T>,
 {
     let store = store.or_else(default_store).ok_or(Error::NoDefaultStore)?;
-    let elector_options = LeaderGroupElectionOptions::new(options.max_leaders)
-        .wait_time(Duration::from_millis(options.wait_ms))
-        .lease_time(Duration::from_millis(options.lease_ms))
-        .min_lease_time(Duration::from_millis(options.min_lease_ms))
-        .auto_extend(options.auto_extend)
-        .holder_id(options.holder_id.unwrap_or_else(process_holder_id));
-    let mut elector = LeaderGroupElector::from_shared_store(store, elector_options)?;
-    if options.skip_on_store_error {
+    let options = options.holder_id_or_else(process_holder_id);
+    let mut elector = LeaderGroupElector::from_shared_store(store, options)?;
+    if skip_on_store_error {
         elector = elector.skipping_store_errors();
     }
     elector.run_if_leader(name, body).await

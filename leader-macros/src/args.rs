@@ -8,6 +8,8 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, Ident, Lit, LitStr, Token};
 
+use leader_core::LeaderElectionOptions;
+
 use crate::duration::parse_millis;
 use crate::errors::Errors;
 
@@ -48,14 +50,45 @@ impl Flavor {
 pub(crate) struct Args {
     pub name: LitStr,
     pub max_leaders: u32,
-    pub wait_ms: u64,
-    pub lease_ms: u64,
-    pub min_lease_ms: u64,
-    pub auto_extend: bool,
-    pub holder_id: Option<LitStr>,
+    /// The election options as written, each named as its setter on the options type.
+    pub settings: Vec<Setting>,
     pub store: Option<Expr>,
     pub skip_on_store_error: bool,
     pub krate: Option<syn::Path>,
+}
+
+/// One election option as written: `key` is both the argument's and the setter's name.
+pub(crate) struct Setting {
+    pub key: Ident,
+    pub value: SettingValue,
+    pub span: Span,
+}
+
+/// A checked option value.
+pub(crate) enum SettingValue {
+    Millis(u64),
+    Flag(bool),
+    Text(LitStr),
+}
+
+impl Setting {
+    /// Applies this option with the runtime's own setter, as the expanded code will.
+    fn apply(&self, options: LeaderElectionOptions) -> LeaderElectionOptions {
+        match (self.key.to_string().as_str(), &self.value) {
+            ("wait_time", SettingValue::Millis(ms)) => {
+                options.wait_time(Duration::from_millis(*ms))
+            }
+            ("lease_time", SettingValue::Millis(ms)) => {
+                options.lease_time(Duration::from_millis(*ms))
+            }
+            ("min_lease_time", SettingValue::Millis(ms)) => {
+                options.min_lease_time(Duration::from_millis(*ms))
+            }
+            ("auto_extend", SettingValue::Flag(on)) => options.auto_extend(*on),
+            ("holder_id", SettingValue::Text(text)) => options.holder_id(text.value()),
+            _ => options,
+        }
+    }
 }
 
 /// One `key` or `key = value` as written.
@@ -121,11 +154,8 @@ impl Args {
         let mut seen: Vec<String> = Vec::new();
         let mut name = None;
         let mut max_leaders = None;
-        let (mut wait_ms, mut lease_ms, mut min_lease_ms) = (0, None, None);
-        let mut wait_span = Span::call_site();
-        let mut auto_extend = false;
-        let (mut holder_id, mut store, mut skip_on_store_error, mut krate) =
-            (None, None, false, None);
+        let mut settings = Vec::new();
+        let (mut store, mut skip_on_store_error, mut krate) = (None, false, None);
 
         for RawArg { key, value } in raw {
             let key_name = key.to_string();
@@ -156,11 +186,12 @@ impl Args {
             let result = match key_name.as_str() {
                 "name" => string(&key, value, "\"report-{tenant}\"").map(|lit| name = Some(lit)),
                 "max_leaders" => integer(&key, value).map(|n| max_leaders = Some(n)),
-                "wait_time" => duration(&key, value).map(|(ms, span)| (wait_ms, wait_span) = (ms, span)),
-                "lease_time" => duration(&key, value).map(|d| lease_ms = Some(d)),
-                "min_lease_time" => duration(&key, value).map(|d| min_lease_ms = Some(d)),
-                "auto_extend" => flag(&key, value).map(|on| auto_extend = on),
-                "holder_id" => string(&key, value, "\"worker-1\"").map(|lit| holder_id = Some(lit)),
+                "wait_time" | "lease_time" | "min_lease_time" => duration(&key, value)
+                    .map(|(ms, span)| settings.push(Setting { key: key.clone(), value: SettingValue::Millis(ms), span })),
+                "auto_extend" => flag(&key, value)
+                    .map(|on| settings.push(Setting { key: key.clone(), value: SettingValue::Flag(on), span: key.span() })),
+                "holder_id" => string(&key, value, "\"worker-1\"")
+                    .map(|lit| settings.push(Setting { key: key.clone(), span: lit.span(), value: SettingValue::Text(lit) })),
                 "store" => match value {
                     Some(RawValue::Expr(expr)) => {
                         store = Some(*expr);
@@ -188,8 +219,6 @@ impl Args {
         }
 
         let call_site = Span::call_site();
-        let default_lease_ms = leader_core::DEFAULT_LEASE_TIME.as_millis() as u64;
-        let lease = lease_ms.unwrap_or((default_lease_ms, call_site));
         let max_leaders = match (flavor, max_leaders) {
             (Flavor::Single, _) => 1,
             (Flavor::Group, None) => {
@@ -223,39 +252,25 @@ impl Args {
                 .unwrap_or_else(|| syn::Error::new(call_site, "missing `name`")));
         };
         // The runtime's own rules (durations, minimum lease, renewal, holder id), checked
-        // here with the runtime's own code, so compile time and run time never disagree.
-        let checked = runtime_checked(
-            wait_ms,
-            lease.0,
-            min_lease_ms.map_or(0, |(ms, _)| ms),
-            auto_extend,
-            holder_id.as_ref().map(LitStr::value),
-        );
-        if let Err(error) = checked {
+        // here with the runtime's own setters and validation, so compile time and run time
+        // never disagree. An error points at the option it names (a `lease_time` left at its
+        // default points at the attribute).
+        let options = settings
+            .iter()
+            .fold(LeaderElectionOptions::new(), |options, setting| setting.apply(options));
+        if let Err(error) = options.validate() {
             let span = match &error {
-                leader_core::Error::InvalidOption { option, .. } => match *option {
-                    "wait_time" => wait_span,
-                    "min_lease_time" => min_lease_ms.map_or(call_site, |(_, span)| span),
-                    "holder_id" => holder_id.as_ref().map_or(call_site, LitStr::span),
-                    _ => lease.1,
-                },
+                leader_core::Error::InvalidOption { option, .. } => settings
+                    .iter()
+                    .find(|setting| setting.key == option)
+                    .or_else(|| settings.iter().find(|setting| setting.key == "lease_time"))
+                    .map_or(call_site, |setting| setting.span),
                 _ => call_site,
             };
             errors.push(span, format!("{error} (checked at compile time)"));
         }
         errors.finish()?;
-        Ok(Args {
-            name,
-            max_leaders,
-            wait_ms,
-            lease_ms: lease.0,
-            min_lease_ms: min_lease_ms.map_or(0, |(ms, _)| ms),
-            auto_extend,
-            holder_id,
-            store,
-            skip_on_store_error,
-            krate,
-        })
+        Ok(Args { name, max_leaders, settings, store, skip_on_store_error, krate })
     }
 }
 
@@ -331,24 +346,5 @@ fn flag(key: &Ident, value: Option<RawValue>) -> syn::Result<bool> {
             other.span(),
             format!("`{key}` is a flag: `{key}` or `{key} = false`; found {}", found(&other)),
         )),
-    }
-}
-
-/// The options as the runtime will build them, checked by the runtime's validation.
-fn runtime_checked(
-    wait_ms: u64,
-    lease_ms: u64,
-    min_lease_ms: u64,
-    auto_extend: bool,
-    holder_id: Option<String>,
-) -> Result<(), leader_core::Error> {
-    let options = leader_core::LeaderElectionOptions::new()
-        .wait_time(Duration::from_millis(wait_ms))
-        .lease_time(Duration::from_millis(lease_ms))
-        .min_lease_time(Duration::from_millis(min_lease_ms))
-        .auto_extend(auto_extend);
-    match holder_id {
-        Some(holder_id) => options.holder_id(holder_id).validate(),
-        None => options.validate(),
     }
 }

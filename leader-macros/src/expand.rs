@@ -10,7 +10,7 @@ use syn::{
     FnArg, GenericArgument, ItemFn, Pat, PathArguments, ReturnType, Token, Type, TypeParamBound,
 };
 
-use crate::args::{Args, Flavor};
+use crate::args::{Args, Flavor, Setting, SettingValue};
 use crate::errors::Errors;
 use crate::krate::runtime_crate;
 use crate::name::name_expression;
@@ -230,30 +230,25 @@ fn generate(args: Args, name: TokenStream, function: ItemFn) -> TokenStream {
         },
         None => quote!(::core::option::Option::None),
     };
-    let holder_id = match &args.holder_id {
-        Some(holder) => quote!(::core::option::Option::Some(#holder)),
-        None => quote!(::core::option::Option::None),
-    };
-    let Args {
-        max_leaders, wait_ms, lease_ms, min_lease_ms, auto_extend, skip_on_store_error, ..
-    } = args;
+    let settings = args.settings.iter().map(|Setting { key, value, .. }| {
+        let value = match value {
+            SettingValue::Millis(ms) => quote!(::core::time::Duration::from_millis(#ms)),
+            SettingValue::Flag(on) => quote!(#on),
+            SettingValue::Text(text) => quote!(#text),
+        };
+        quote!(.#key(#value))
+    });
+    let Args { max_leaders, skip_on_store_error, .. } = args;
     quote! {
         #(#attrs)*
         #vis #sig {
             let __leader_store: ::core::option::Option<::std::sync::Arc<dyn #krate::LeaseStore>> = #store;
             let __leader_name: ::std::string::String = #name;
-            const __LEADER_OPTIONS: #krate::__private::MacroOptions = #krate::__private::MacroOptions {
-                max_leaders: #max_leaders,
-                wait_ms: #wait_ms,
-                lease_ms: #lease_ms,
-                min_lease_ms: #min_lease_ms,
-                auto_extend: #auto_extend,
-                holder_id: #holder_id,
-                skip_on_store_error: #skip_on_store_error,
-            };
+            let __leader_options = #krate::LeaderGroupElectionOptions::new(#max_leaders) #(#settings)*;
             let __leader_result = #krate::__private::run(
                 __leader_store,
-                &__LEADER_OPTIONS,
+                __leader_options,
+                #skip_on_store_error,
                 &__leader_name,
                 move |_| async move {
                     #expected_return

@@ -153,79 +153,98 @@ impl LeaderElectionOptions {
 /// assert_eq!(options.max_leaders(), 3);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize, serde::Serialize),
-    serde(try_from = "group_config::GroupConfig", into = "group_config::GroupConfig")
-)]
 pub struct LeaderGroupElectionOptions {
     max_leaders: u32,
     election: LeaderElectionOptions,
 }
 
 /// The configuration form of [`LeaderGroupElectionOptions`]: `max_leaders` beside the
-/// election options' fields, in one table. (serde's `flatten` would let unknown fields
-/// through, so the fields are listed again here.)
+/// election options' own fields, in one table. The fields stay listed once, on
+/// [`LeaderElectionOptions`]: the group's table is read by taking `max_leaders` out of it and
+/// handing the rest to the election options' derived `Deserialize`, which refuses unknown
+/// fields. (serde's `flatten` would let unknown fields through.)
 #[cfg(feature = "serde")]
 mod group_config {
-    use std::time::Duration;
+    use std::fmt;
+
+    use serde::de::value::{MapAccessDeserializer, StringDeserializer};
+    use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::{LeaderElectionOptions, LeaderGroupElectionOptions};
-    use crate::{Error, KeyOptions};
 
-    #[derive(serde::Deserialize, serde::Serialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct GroupConfig {
-        max_leaders: u32,
-        #[serde(default, with = "humantime_serde")]
-        wait_time: Option<Duration>,
-        #[serde(default, with = "humantime_serde")]
-        lease_time: Option<Duration>,
-        #[serde(default, with = "humantime_serde")]
-        min_lease_time: Option<Duration>,
-        #[serde(default)]
-        auto_extend: bool,
-        #[serde(default, with = "humantime_serde")]
-        renew_interval: Option<Duration>,
-        #[serde(default)]
-        holder_id: Option<String>,
-        #[serde(default)]
-        keys: KeyOptions,
+    const MAX_LEADERS: &str = "max_leaders";
+
+    impl<'de> Deserialize<'de> for LeaderGroupElectionOptions {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_map(GroupTable)
+        }
     }
 
-    impl TryFrom<GroupConfig> for LeaderGroupElectionOptions {
-        type Error = Error;
+    struct GroupTable;
 
-        fn try_from(config: GroupConfig) -> Result<Self, Error> {
-            let defaults = LeaderElectionOptions::default();
-            let election = LeaderElectionOptions {
-                wait_time: config.wait_time.unwrap_or(defaults.wait_time),
-                lease_time: config.lease_time.unwrap_or(defaults.lease_time),
-                min_lease_time: config.min_lease_time.unwrap_or(defaults.min_lease_time),
-                auto_extend: config.auto_extend,
-                renew_interval: config.renew_interval,
-                holder_id: config.holder_id,
-                keys: config.keys,
-            };
-            let options = LeaderGroupElectionOptions { max_leaders: config.max_leaders, election };
-            options.validate()?;
+    impl<'de> Visitor<'de> for GroupTable {
+        type Value = LeaderGroupElectionOptions;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of `max_leaders` and the leader election options")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            let mut max_leaders = None;
+            let rest = WithoutMaxLeaders { map, max_leaders: &mut max_leaders };
+            let election = LeaderElectionOptions::deserialize(MapAccessDeserializer::new(rest))?;
+            let max_leaders = max_leaders.ok_or_else(|| de::Error::missing_field(MAX_LEADERS))?;
+            let options = LeaderGroupElectionOptions { max_leaders, election };
+            options.validate().map_err(de::Error::custom)?;
             Ok(options)
         }
     }
 
-    impl From<LeaderGroupElectionOptions> for GroupConfig {
-        fn from(options: LeaderGroupElectionOptions) -> Self {
-            let LeaderGroupElectionOptions { max_leaders, election } = options;
-            GroupConfig {
-                max_leaders,
-                wait_time: Some(election.wait_time),
-                lease_time: Some(election.lease_time),
-                min_lease_time: Some(election.min_lease_time),
-                auto_extend: election.auto_extend,
-                renew_interval: election.renew_interval,
-                holder_id: election.holder_id,
-                keys: election.keys,
+    /// The group's table as the election options see it: `max_leaders` is taken out on the
+    /// way.
+    struct WithoutMaxLeaders<'a, A> {
+        map: A,
+        max_leaders: &'a mut Option<u32>,
+    }
+
+    impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutMaxLeaders<'_, A> {
+        type Error = A::Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, A::Error> {
+            loop {
+                let Some(key) = self.map.next_key::<String>()? else { return Ok(None) };
+                if key != MAX_LEADERS {
+                    return seed.deserialize(StringDeserializer::<A::Error>::new(key)).map(Some);
+                }
+                if self.max_leaders.is_some() {
+                    return Err(de::Error::duplicate_field(MAX_LEADERS));
+                }
+                *self.max_leaders = Some(self.map.next_value()?);
             }
+        }
+
+        fn next_value_seed<V: DeserializeSeed<'de>>(
+            &mut self,
+            seed: V,
+        ) -> Result<V::Value, A::Error> {
+            self.map.next_value_seed(seed)
+        }
+    }
+
+    impl Serialize for LeaderGroupElectionOptions {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            #[derive(Serialize)]
+            struct GroupTable<'a> {
+                max_leaders: u32,
+                #[serde(flatten)]
+                election: &'a LeaderElectionOptions,
+            }
+            GroupTable { max_leaders: self.max_leaders, election: &self.election }
+                .serialize(serializer)
         }
     }
 }
@@ -244,6 +263,14 @@ impl LeaderGroupElectionOptions {
     /// How many slots a group has.
     pub fn max_leaders(&self) -> u32 {
         self.max_leaders
+    }
+
+    /// These options with `holder_id` set from `default` when none was chosen.
+    pub(crate) fn holder_id_or_else(self, default: impl FnOnce() -> &'static str) -> Self {
+        self.map(|mut options| {
+            options.holder_id.get_or_insert_with(|| default().to_owned());
+            options
+        })
     }
 
     fn map(self, f: impl FnOnce(LeaderElectionOptions) -> LeaderElectionOptions) -> Self {
