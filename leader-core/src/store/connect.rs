@@ -57,7 +57,12 @@ pub fn redact_url(url: &str) -> String {
 
 /// A [`StoreBuilder`] for the store `url` names (see [`connect`] for the schemes).
 pub fn builder(url: impl Into<String>) -> StoreBuilder {
-    StoreBuilder { url: url.into(), command_timeout: None, tls_roots: Vec::new() }
+    StoreBuilder {
+        url: url.into(),
+        command_timeout: None,
+        tls_roots: Vec::new(),
+        replica_ack: None,
+    }
 }
 
 /// Settings every store takes, for a store chosen by URL: made by [`builder`], finished by
@@ -68,6 +73,7 @@ pub struct StoreBuilder {
     url: String,
     command_timeout: Option<Duration>,
     tls_roots: Vec<Vec<u8>>,
+    replica_ack: Option<(u32, Duration)>,
 }
 
 /// Which store a URL names.
@@ -95,6 +101,14 @@ impl StoreBuilder {
         self
     }
 
+    /// Requires `replicas` replicas to acknowledge every grant within `timeout`, as
+    /// `RedisStore`'s builder's `replica_ack` does. Redis URLs only; with any other URL,
+    /// `build` fails naming the scheme.
+    pub fn replica_ack(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_ack = Some((replicas, timeout));
+        self
+    }
+
     /// Makes the store without touching the server: its first operation connects.
     pub fn build(self) -> Result<SharedStore, Error> {
         let kind = self.kind()?;
@@ -102,6 +116,13 @@ impl StoreBuilder {
             return Err(self.invalid(
                 "tls_root_certificates apply to postgres:// URLs only (a Redis store verifies \
                  rediss:// against the system's roots)",
+            ));
+        }
+        let redis = matches!(kind, Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster);
+        if self.replica_ack.is_some() && !redis {
+            return Err(self.invalid(
+                "replica_ack applies to Redis URLs only (redis://, rediss://, unix://, \
+                 redis+sentinel://, redis+cluster://)",
             ));
         }
         match kind {
@@ -198,6 +219,10 @@ impl StoreBuilder {
             Some(timeout) => builder.command_timeout(timeout),
             None => builder,
         };
+        let builder = match self.replica_ack {
+            Some((replicas, timeout)) => builder.replica_ack(replicas, timeout),
+            None => builder,
+        };
         Ok(Arc::new(builder.build()?))
     }
 
@@ -249,6 +274,8 @@ mod tests {
         assert!(!refusal("ftp://app:s3cret@db").contains("s3cret"));
         let tls = builder("memory://").tls_root_certificates(b"pem".to_vec()).build();
         assert!(tls.unwrap_err().to_string().contains("postgres:// URLs only"));
+        let ack = builder("memory://").replica_ack(1, Duration::from_millis(50)).build();
+        assert!(ack.unwrap_err().to_string().contains("Redis URLs only"));
     }
 
     #[cfg(feature = "redis")]

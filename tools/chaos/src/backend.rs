@@ -46,10 +46,10 @@ impl Backend {
     /// How clients reach it directly.
     pub fn spec(&self) -> StoreSpec {
         match self {
-            Backend::Standalone(server) => StoreSpec::Standalone(server.url()),
-            Backend::Sentinel(set_up) => StoreSpec::Sentinel(set_up.sentinel_url()),
-            Backend::Cluster(cluster) => StoreSpec::Cluster(cluster.urls()),
-            Backend::Postgres(server) => StoreSpec::Postgres(server.url()),
+            Backend::Standalone(server) => StoreSpec::standalone(server.url()),
+            Backend::Sentinel(set_up) => StoreSpec::sentinel(&set_up.sentinel_url()),
+            Backend::Cluster(cluster) => StoreSpec::cluster(&cluster.urls()),
+            Backend::Postgres(server) => StoreSpec::postgres(server.url()),
         }
     }
 

@@ -32,7 +32,8 @@ pub struct CandidateArgs {
     /// This candidate's holder id.
     #[arg(long)]
     pub id: String,
-    /// The store: redis://…, sentinel:redis://… or cluster:redis://…,redis://…
+    /// The store: a URL `leader::store::connect` opens (redis://…, redis+sentinel://…,
+    /// redis+cluster://…, postgres://…)
     #[arg(long)]
     pub store: StoreSpec,
     /// The group's exact key.

@@ -60,9 +60,9 @@ pub async fn run_scenario(
     };
     let through = match (&proxy, &backend) {
         (Some(proxy), Backend::Postgres(_)) => {
-            StoreSpec::Postgres(format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port))
+            StoreSpec::postgres(format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port))
         }
-        (Some(proxy), _) => StoreSpec::Standalone(proxy.url()),
+        (Some(proxy), _) => StoreSpec::standalone(proxy.url()),
         (None, _) => direct.clone(),
     };
     let register = FencedRegister::start(scenario.max_leaders).await.map_err(|e| e.to_string())?;
