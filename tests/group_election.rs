@@ -304,7 +304,7 @@ async fn a_lost_grant_is_given_back_once_the_store_answers_again() {
     store.cut_off(true); // before the give-back runs
     sleep(Duration::from_millis(500)).await;
     assert!(store.releases() >= 2, "the give-back is tried again: {}", store.releases());
-    assert_eq!(store.inner.state("leader:unreachable").await.unwrap().slots.len(), 1);
+    assert_eq!(store.inner.state("leader:unreachable").await.unwrap().leaders.len(), 1);
     store.cut_off(false);
     eventually(5 * SECOND, "the granted-but-unreported slot is released", || async {
         elector.state("unreachable").await.unwrap().is_empty()

@@ -270,7 +270,7 @@ async fn a_lost_grant_is_given_back_when_the_leadership_stops_before_its_retry()
     leadership.stop().await;
     assert_eq!(store.acquires(), 1, "stopped before the retry");
     eventually(5 * SECOND, "the lost grant is given back", || async {
-        store.state("leader:stopped-early").await.unwrap().slots.is_empty()
+        store.state("leader:stopped-early").await.unwrap().leaders.is_empty()
     })
     .await;
 }
@@ -288,8 +288,8 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     assert!(started.elapsed() <= SECOND + Duration::from_millis(250), "{:?}", started.elapsed());
     assert_eq!(store.acquires(), 2, "the lost grant and the retry that found it");
     let state = store.state("leader:lost-reply").await.unwrap();
-    assert_eq!(state.slots.len(), 1, "one slot: the retry did not take a second one");
-    assert_eq!(Some(state.slots[0].fence), leadership.fence());
+    assert_eq!(state.leaders.len(), 1, "one slot: the retry did not take a second one");
+    assert_eq!(Some(state.leaders[0].fence), leadership.fence());
     leadership.stop().await;
 }
 

@@ -171,7 +171,7 @@ async fn a_read_only_server_and_an_unreachable_one_are_transient_errors() {
     assert!(renewed.as_ref().is_err_and(Error::is_transient), "{renewed:?}");
     let released = fresh.release("leader:standby", token(), Duration::ZERO).await;
     assert!(released.as_ref().is_err_and(Error::is_transient), "{released:?}");
-    assert!(fresh.state("leader:standby").await.unwrap().slots.is_empty(), "reads still work");
+    assert!(fresh.state("leader:standby").await.unwrap().leaders.is_empty(), "reads still work");
     drop(store);
 
     let port = support::redis_server::free_port();
@@ -355,7 +355,7 @@ async fn a_grant_made_without_the_lock_in_between_is_never_a_slot_too_many() {
     let outcome = store.acquire(request("leader:mixed", 1, token())).await;
     old_grant.await.unwrap();
     assert!(matches!(outcome, Ok(AcquireOutcome::Full { .. })), "{outcome:?}");
-    let slots = store.state("leader:mixed").await.unwrap().slots;
+    let slots = store.state("leader:mixed").await.unwrap().leaders;
     assert_eq!(slots.len(), 1, "{slots:?}");
     assert_eq!(slots[0].holder, "old");
 }
@@ -518,7 +518,7 @@ async fn many_candidates_on_many_stores_never_exceed_max_leaders() {
     assert_eq!(most, 3, "24 candidates never filled the group");
     assert!(seen.elected > 24, "only {} elections", seen.elected);
     let left = stores[0].state("leader:shared-pool").await.unwrap();
-    assert!(left.slots.is_empty(), "slots left behind: {left:?}");
+    assert!(left.leaders.is_empty(), "slots left behind: {left:?}");
 }
 
 #[tokio::test]

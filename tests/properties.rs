@@ -267,7 +267,7 @@ async fn run_on_store(store: &MemoryStore, tokens: &[LeaseToken], op: &Op) -> Se
             let snapshot = store.state(KEY).await.unwrap();
             Seen::State {
                 slots: snapshot
-                    .slots
+                    .leaders
                     .iter()
                     .map(|s| (s.holder.clone(), s.fence, ms(s.expires_in)))
                     .collect(),

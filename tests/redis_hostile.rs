@@ -45,7 +45,7 @@ async fn scripts_sent_to_a_replica_fail_instead_of_answering_from_its_copy() {
     let source = std::error::Error::source(&renewed.unwrap_err()).map(|e| e.to_string());
     assert!(source.unwrap_or_default().to_lowercase().contains("read only"));
     let state = on_replica.state("leader:replicated").await.unwrap();
-    assert_eq!(state.slots.len(), 1, "state reads the replica's copy");
+    assert_eq!(state.leaders.len(), 1, "state reads the replica's copy");
 }
 
 /// Item 11: fences were computed with Lua numbers (doubles), so above 2^53 `last + 1`
@@ -67,7 +67,7 @@ async fn fences_stay_exact_and_increasing_over_the_whole_u64_range() {
         assert_eq!(fence, last + 1, "after {last}");
         // The retry of the same token and state give the same fence back.
         assert_eq!(granted_fence(store.acquire(request(key, 1, held)).await.unwrap()), last + 1);
-        assert_eq!(store.state(key).await.unwrap().slots[0].fence, last + 1);
+        assert_eq!(store.state(key).await.unwrap().leaders[0].fence, last + 1);
         assert_eq!(
             store.release(key, held, Duration::ZERO).await.unwrap(),
             ReleaseOutcome::Released
@@ -76,7 +76,7 @@ async fn fences_stay_exact_and_increasing_over_the_whole_u64_range() {
     let err = store.acquire(request(key, 1, token())).await.unwrap_err();
     assert!(matches!(err, Error::Store { .. }), "{err:?}");
     assert!(err.to_string().contains("exhausted"), "{err}");
-    assert_eq!(store.state(key).await.unwrap().slots.len(), 0, "nothing granted");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 0, "nothing granted");
 }
 
 /// Item 5: the pub/sub connection goes silent (a firewall dropped its state; it never

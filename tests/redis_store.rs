@@ -70,7 +70,7 @@ async fn every_operation_is_one_round_trip() {
     assert!(matches!(outcome.unwrap(), RenewOutcome::Renewed { .. }));
     assert_eq!(sent, one_evalsha, "renew");
     let (outcome, sent) = round_trips(&server, store.state(key)).await;
-    assert_eq!(outcome.unwrap().slots.len(), 1);
+    assert_eq!(outcome.unwrap().leaders.len(), 1);
     assert_eq!(sent, one_evalsha, "state");
     let (outcome, sent) = round_trips(&server, store.release(key, held, Duration::ZERO)).await;
     assert_eq!(outcome.unwrap(), ReleaseOutcome::Released);
@@ -546,7 +546,7 @@ async fn fences_keep_increasing_after_the_server_loses_its_data() {
         server.restart();
         assert_eq!(server.cli(&["DBSIZE"]), "0", "restarted without its data");
         // The store finds its connection closed and retries once on a new one.
-        assert!(store.state(key).await.unwrap().slots.is_empty());
+        assert!(store.state(key).await.unwrap().leaders.is_empty());
     }
 }
 
@@ -569,7 +569,7 @@ async fn an_acquire_whose_reply_was_lost_is_granted_again_to_the_retry() {
         panic!("the retry was refused");
     };
     assert_eq!(grant.fence, first_fence, "the retry got the same grant");
-    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "no second slot");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "no second slot");
 }
 
 #[tokio::test]

@@ -61,8 +61,8 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
     .expect("the role has a leader again (before the fix: a kept renewing, nobody led)");
     assert!(stalled_at.elapsed() <= SECOND + 100 * MS, "{:?}", stalled_at.elapsed());
     let state = shared.state("leader:stalled").await.unwrap();
-    assert_eq!(state.slots.len(), 1, "{state:?}");
-    assert_eq!(state.slots[0].fence, lead, "the slot is the leader's, not the old term's");
+    assert_eq!(state.leaders.len(), 1, "{state:?}");
+    assert_eq!(state.leaders[0].fence, lead, "the slot is the leader's, not the old term's");
     assert!(a.health().is_healthy() && b.health().is_healthy());
     a.stop().await;
     b.stop().await;
@@ -106,8 +106,8 @@ async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
     first.cancelled().await;
     timeout(10 * SECOND, leadership.wait_for_leadership()).await.unwrap();
     let state = store.state("leader:pool").await.unwrap();
-    assert_eq!(state.slots.len(), 1, "one instance, one slot: {state:?}");
-    assert_eq!(Some(state.slots[0].fence), leadership.fence());
+    assert_eq!(state.leaders.len(), 1, "one instance, one slot: {state:?}");
+    assert_eq!(Some(state.leaders[0].fence), leadership.fence());
 }
 
 /// Item 3: the first renewal is scheduled from the local deadline (when two thirds of the
@@ -172,7 +172,7 @@ async fn run_if_leader_never_runs_the_body_under_an_expired_grant() {
         .unwrap();
     assert_eq!(seen, LeaderRunResult::Elected((false, 10 * SECOND)));
     let state = store.state("leader:late-group").await.unwrap();
-    assert!(state.slots.is_empty(), "both grants given back: {state:?}");
+    assert!(state.leaders.is_empty(), "both grants given back: {state:?}");
 }
 
 /// Item 5, long-lived: a term whose grant arrived after its deadline is never published.
@@ -257,5 +257,5 @@ async fn a_shutting_down_program_can_wait_for_background_releases() {
     timeout(10 * SECOND, leader::wait_for_releases()).await.expect("releases finish");
     assert!(waited_from.elapsed() >= 2 * SECOND, "returned before the release's reply");
     assert_eq!(store.releases(), 1);
-    assert!(store.state("leader:dropped").await.unwrap().slots.is_empty());
+    assert!(store.state("leader:dropped").await.unwrap().leaders.is_empty());
 }

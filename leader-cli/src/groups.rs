@@ -22,7 +22,7 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
     if json {
         let list: Vec<serde_json::Value> = groups
             .iter()
-            .map(|(name, key, s)| serde_json::json!({"group": name, "key": key, "active": s.slots.len(), "max_leaders": s.max_leaders}))
+            .map(|(name, key, s)| serde_json::json!({"group": name, "key": key, "active": s.leaders.len(), "max_leaders": s.max_leaders}))
             .collect();
         println!("{}", serde_json::Value::Array(list));
     } else if groups.is_empty() {
@@ -33,7 +33,7 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
         println!("{:<width$}  {:>6}  KEY", "GROUP", "ACTIVE");
         for (name, key, snapshot) in &groups {
             let active = match snapshot.max_leaders {
-                Some(max) => format!("{}/{max}", snapshot.slots.len()),
+                Some(max) => format!("{}/{max}", snapshot.leaders.len()),
                 None => "0".to_owned(),
             };
             println!("{name:<width$}  {active:>6}  {key}");

@@ -8,20 +8,20 @@ use leader::store::GroupSnapshot;
 pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
     let mut out = match snapshot.max_leaders {
         Some(max) => {
-            format!("group {group} (key {key}): {} of {max} slots held\n", snapshot.slots.len())
+            format!("group {group} (key {key}): {} of {max} slots held\n", snapshot.leaders.len())
         }
         None => format!("group {group} (key {key}): no live slots\n"),
     };
-    if snapshot.slots.is_empty() {
+    if snapshot.leaders.is_empty() {
         return out;
     }
     let holder_width =
-        snapshot.slots.iter().map(|s| s.holder.len()).max().unwrap_or(0).max("HOLDER".len());
+        snapshot.leaders.iter().map(|s| s.holder.len()).max().unwrap_or(0).max("HOLDER".len());
     out.push_str(&format!(
         "{:<holder_width$}  {:>20}  {:<20}  {:>10}\n",
         "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES IN"
     ));
-    for slot in &snapshot.slots {
+    for slot in &snapshot.leaders {
         out.push_str(&format!(
             "{:<holder_width$}  {:>20}  {:<20}  {:>10}\n",
             slot.holder,
@@ -36,7 +36,7 @@ pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
 /// The state of `group` as JSON.
 pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Value {
     let slots: Vec<serde_json::Value> = snapshot
-        .slots
+        .leaders
         .iter()
         .map(|slot| {
             serde_json::json!({
@@ -51,7 +51,7 @@ pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Val
         "group": group,
         "key": key,
         "max_leaders": snapshot.max_leaders,
-        "active": snapshot.slots.len(),
+        "active": snapshot.leaders.len(),
         "slots": slots,
     })
 }

@@ -30,7 +30,7 @@ pub async fn run(cli: &Cli, group: &str, duration: Option<Duration>) -> Result<E
             println!("{frame}");
         }
         // Wake on the next change, or when the earliest slot expires.
-        let next_expiry = snapshot.slots.iter().map(|slot| slot.expires_in).min();
+        let next_expiry = snapshot.leaders.iter().map(|slot| slot.expires_in).min();
         let expiry = async {
             match next_expiry {
                 Some(after) => sleep(after + Duration::from_millis(5)).await,

@@ -110,7 +110,7 @@ async fn release_frees_a_slot_only_with_its_token() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("not held"), "{}", stderr(&output));
     assert_eq!(
-        store.state("leader:stuck").await.unwrap().slots.len(),
+        store.state("leader:stuck").await.unwrap().leaders.len(),
         1,
         "a stranger's token freed nothing"
     );
@@ -121,7 +121,7 @@ async fn release_frees_a_slot_only_with_its_token() {
 
     let output = leader(&server.url(), &["release", "stuck", "--token", &token.to_string()]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(store.state("leader:stuck").await.unwrap().slots.is_empty());
+    assert!(store.state("leader:stuck").await.unwrap().leaders.is_empty());
 }
 
 #[tokio::test]
@@ -227,7 +227,7 @@ async fn state_groups_and_release_work_on_postgres() {
 
     let output = leader(&server.url(), &["release", "reports", "--token", &token.to_string()]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(store.state("leader:reports").await.unwrap().slots.is_empty());
+    assert!(store.state("leader:reports").await.unwrap().leaders.is_empty());
 }
 
 #[tokio::test]

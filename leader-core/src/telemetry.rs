@@ -92,7 +92,7 @@ pub(crate) async fn state(store: &dyn LeaseStore, key: &str) -> Result<GroupSnap
     let span = tracing::debug_span!("leader.state", group = key, active = tracing::field::Empty);
     let result = store.state(key).instrument(span.clone()).await;
     if let Ok(snapshot) = &result {
-        span.record("active", snapshot.slots.len());
+        span.record("active", snapshot.leaders.len());
     }
     result
 }

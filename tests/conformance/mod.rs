@@ -97,7 +97,7 @@ pub async fn grants_up_to_max_leaders_then_reports_full(store: &dyn LeaseStore, 
         }
         other => panic!("a fourth candidate of three slots got {other:?}"),
     }
-    assert_eq!(store.state(key).await.unwrap().slots.len(), 3);
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 3);
 }
 
 pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, key: &str) {
@@ -106,7 +106,7 @@ pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, ke
     let second = granted(store, request(key, 2, retried)).await;
     assert_eq!((first.fence, first.acquired_at), (second.fence, second.acquired_at));
     assert_eq!(
-        store.state(key).await.unwrap().slots.len(),
+        store.state(key).await.unwrap().leaders.len(),
         1,
         "a retry must not take a second slot"
     );
@@ -159,16 +159,16 @@ pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
         other => panic!("the holder's renewal got {other:?}"),
     }
     sleep(LEASE * 2).await; // past the original lease, within the renewed one
-    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "renewal did not hold");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
 }
 
 pub async fn release_is_token_checked(store: &dyn LeaseStore, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     assert_eq!(store.release(key, token(), Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
-    assert_eq!(store.state(key).await.unwrap().slots.len(), 1, "a stranger released the slot");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "a stranger released the slot");
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
-    assert!(store.state(key).await.unwrap().slots.is_empty());
+    assert!(store.state(key).await.unwrap().leaders.is_empty());
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
 }
 
@@ -178,7 +178,7 @@ pub async fn release_and_renew_never_revive_an_expired_slot(store: &dyn LeaseSto
     sleep(LEASE + Duration::from_millis(50)).await;
     assert_eq!(store.release(key, held, LEASE).await.unwrap(), ReleaseOutcome::NotHeld);
     assert_eq!(store.renew(key, held, LEASE).await.unwrap(), RenewOutcome::NotHeld);
-    assert!(store.state(key).await.unwrap().slots.is_empty(), "an expired slot came back");
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "an expired slot came back");
     granted(store, request(key, 1, token())).await;
 }
 
@@ -195,7 +195,7 @@ pub async fn min_lease_time_keeps_a_released_slot(store: &dyn LeaseStore, key: &
         other => panic!("the kept slot was free: {other:?}"),
     }
     sleep(min_lease + Duration::from_millis(50)).await;
-    assert!(store.state(key).await.unwrap().slots.is_empty(), "kept past the minimum lease");
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "kept past the minimum lease");
     granted(store, request(key, 1, token())).await;
 }
 
@@ -251,7 +251,7 @@ async fn refused(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
 
 pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
     let empty = store.state(key).await.unwrap();
-    assert_eq!((empty.max_leaders, empty.slots.len()), (None, 0));
+    assert_eq!((empty.max_leaders, empty.leaders.len()), (None, 0));
     for holder in ["a", "b"] {
         let mut request = request(key, 2, token());
         request.holder = holder;
@@ -259,10 +259,13 @@ pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
     }
     let state = store.state(key).await.unwrap();
     assert_eq!(state.max_leaders, Some(2));
-    let holders: Vec<&str> = state.slots.iter().map(|slot| slot.holder.as_str()).collect();
+    let holders: Vec<&str> = state.leaders.iter().map(|slot| slot.holder.as_str()).collect();
     assert_eq!(holders, ["a", "b"]);
-    assert!(state.slots[0].fence < state.slots[1].fence);
+    assert!(state.leaders[0].fence < state.leaders[1].fence);
     assert!(
-        state.slots.iter().all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
+        state
+            .leaders
+            .iter()
+            .all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
     );
 }

@@ -219,8 +219,8 @@ impl LeaderGroupElector {
             name: name.to_owned(),
             key,
             max_leaders: snapshot.max_leaders.unwrap_or(self.settings.max_leaders.get()),
-            active_count: snapshot.slots.len() as u32,
-            leaders: snapshot.slots,
+            active_count: snapshot.leaders.len() as u32,
+            leaders: snapshot.leaders,
         })
     }
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "unstable-script-calls")]
 #[doc(hidden)]
 pub use self::redis::ScriptCall;
 #[cfg(feature = "redis")]
@@ -180,7 +180,7 @@ pub struct GroupSnapshot {
     /// The `max_leaders` the live slots were granted under; `None` when no slot is live.
     pub max_leaders: Option<u32>,
     /// The live slots, earliest grant first.
-    pub slots: Vec<SlotInfo>,
+    pub leaders: Vec<SlotInfo>,
 }
 
 /// One live slot, as state reports it (without its token).

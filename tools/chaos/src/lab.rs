@@ -125,7 +125,7 @@ async fn live_slots(store: &dyn LeaseStore, key: &str) -> Result<usize, String> 
     let mut last_error = String::new();
     for _ in 0..50 {
         match store.state(key).await {
-            Ok(snapshot) => return Ok(snapshot.slots.len()),
+            Ok(snapshot) => return Ok(snapshot.leaders.len()),
             Err(error) => last_error = error.to_string(),
         }
         sleep(Duration::from_millis(100)).await;

@@ -33,8 +33,11 @@ impl Monitor {
             loop {
                 // The faults make the store unreachable at times: no sample then.
                 if let Ok(snapshot) = store.state(&key).await {
-                    let slots =
-                        snapshot.slots.into_iter().map(|slot| (slot.holder, slot.fence)).collect();
+                    let slots = snapshot
+                        .leaders
+                        .into_iter()
+                        .map(|slot| (slot.holder, slot.fence))
+                        .collect();
                     let sample = Sample { at: now_micros(), slots };
                     collected.lock().unwrap_or_else(|p| p.into_inner()).push(sample);
                 }

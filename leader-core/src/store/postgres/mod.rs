@@ -331,7 +331,7 @@ impl LeaseStore for PostgresStore {
             let max: i32 = row.try_get("max_leaders").map_err(|e| decode("state", e))?;
             let holder: String = row.try_get("holder").map_err(|e| decode("state", e))?;
             snapshot.max_leaders = Some(max.max(0) as u32);
-            snapshot.slots.push(SlotInfo {
+            snapshot.leaders.push(SlotInfo {
                 holder,
                 fence: fence_of(get("fence")?),
                 acquired_at: time_of(get("acquired_us")?),

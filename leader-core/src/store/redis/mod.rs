@@ -5,6 +5,8 @@ mod connection;
 mod layout;
 mod pubsub;
 mod reply;
+#[cfg(feature = "unstable-script-calls")]
+mod script_call;
 mod scripts;
 mod version;
 
@@ -17,8 +19,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
-pub use self::layout::{RedisGroupLayout, ScriptCall};
+pub use self::layout::RedisGroupLayout;
 use self::pubsub::{ReleaseHub, SubscriberSource};
+#[cfg(feature = "unstable-script-calls")]
+pub use self::script_call::ScriptCall;
 use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg, WATCH};
 use super::bound::Bound;
 use super::{
