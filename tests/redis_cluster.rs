@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use leader::{LeaderGroupElectionOptions, LeaderGroupElector, RedisStore};
+use support::redis::group_key;
 use support::redis_cluster::RedisCluster;
 use tokio::time::{Instant, sleep};
 
@@ -23,7 +24,7 @@ async fn groups_on_every_primary_follow_the_rules() {
     let mut primaries = HashSet::new();
     for i in 0.. {
         let name = format!("jobs-{i}");
-        let port = cluster.node_of(&format!("{{leader:{name}}}:group")).port;
+        let port = cluster.node_of(&group_key(&format!("leader:{name}"))).port;
         if primaries.insert(port) {
             names.push(name);
         }
@@ -43,7 +44,7 @@ async fn groups_on_every_primary_follow_the_rules() {
             )
             .unwrap(),
         );
-        let key = format!("{{leader:{name}}}:group");
+        let key = group_key(&format!("leader:{name}"));
         let owner = cluster.node_of(&key);
         let result = first
             .run_if_leader(name, |_| async {

@@ -5,14 +5,8 @@ mod support;
 use std::time::Duration;
 
 use leader::{LeaderElectionOptions, LeaderElector, RedisStore};
+use support::redis::{group_key, slot_records};
 use support::redis_sentinel::{MASTER_NAME, RedisSentinel};
-
-/// Slot records of the group `failover` on `server` (its hash less the bookkeeping fields).
-fn live_slots(server: &support::redis_server::RedisServer) -> usize {
-    let fields = server.cli(&["HKEYS", "{leader:failover}:group"]);
-    let bookkeeping = ["", "max", "fence", "waiting", "watched"];
-    fields.lines().filter(|f| !bookkeeping.contains(f)).count()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_while_a_leader_holds_its_slot() {
@@ -38,13 +32,13 @@ async fn a_failover_while_a_leader_holds_its_slot() {
             // demoted are lost with it; a lease longer than the failover outlives that.
             let failing_over = set_up.clone();
             tokio::task::spawn_blocking(move || failing_over.fail_over()).await.unwrap();
-            let promoted_expiry = set_up.replica.cli(&["HGETALL", "{leader:failover}:group"]);
+            let promoted_expiry = set_up.replica.cli(&["HGETALL", &group_key("leader:failover")]);
             // Renewals now reach the new primary: its copy of the slot moves forward.
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let renewed_expiry = set_up.replica.cli(&["HGETALL", "{leader:failover}:group"]);
+            let renewed_expiry = set_up.replica.cli(&["HGETALL", &group_key("leader:failover")]);
             assert_ne!(promoted_expiry, renewed_expiry, "renewals did not reach the new primary");
             let rival_result = rival.run_if_leader("failover", |_| async {}).await.unwrap();
-            let held = live_slots(&set_up.replica);
+            let held = slot_records(&set_up.replica, "leader:failover");
             (lease.loss_reason(), rival_result.is_skipped(), held)
         })
         .await
@@ -54,7 +48,7 @@ async fn a_failover_while_a_leader_holds_its_slot() {
         Some((None, true, 1)),
         "the lease survived on the new primary and still excludes rivals"
     );
-    assert_eq!(live_slots(&set_up.replica), 0, "released on the new primary");
+    assert_eq!(slot_records(&set_up.replica, "leader:failover"), 0, "released on the new primary");
     let after =
         holder.run_if_leader("failover", |lease| async move { lease.fence() }).await.unwrap();
     assert!(after.is_elected());

@@ -8,6 +8,9 @@ pub use leader_testkit::{
     certificates, postgres_server, proxy, redis_cluster, redis_sentinel, redis_server,
 };
 
+#[cfg(feature = "redis")]
+pub mod redis;
+
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
