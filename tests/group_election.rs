@@ -39,15 +39,14 @@ async fn crashed_holder(store: &dyn LeaseStore, key: &str, max_leaders: u32, lea
 async fn never_more_than_max_leaders_run_at_once() {
     let store = MemoryStore::new();
     let hold = Duration::from_micros(200);
-    let seen = support::contend_for_a_group_of_three(
-        std::slice::from_ref(&store),
-        32,
-        20,
-        "bounded-pool",
-        SECOND,
+    let contest = support::Contest {
+        wait_time: SECOND,
         hold,
-    )
-    .await;
+        until: support::Until::Rounds(20),
+        ..support::Contest::new("bounded-pool", 3, 32)
+    };
+    let seen = contest.run(std::slice::from_ref(&store)).await;
+    assert!(seen.errors.is_empty(), "{:?}", seen.errors);
     let (most, elected) = (seen.most_at_once, seen.elected);
     assert!(most <= 3, "{most} bodies ran at once in a group of 3");
     assert_eq!(most, 3, "32 candidates never filled the group");

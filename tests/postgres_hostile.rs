@@ -6,16 +6,11 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use leader::store::deadpool_postgres::{self, tokio_postgres};
 use leader::store::{AcquireOutcome, ReleaseOutcome};
-use leader::{
-    Error, KeyOptions, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
-    LeaderGroupElector, LeaderRunResult, LeaseStore, PostgresStore,
-};
+use leader::{Error, KeyOptions, LeaderElectionOptions, LeaderElector, LeaseStore, PostgresStore};
 use support::postgres_server::PostgresServer;
 use support::proxy::{Fault, Proxy};
 use support::{request, request_for, token};
@@ -94,43 +89,14 @@ async fn names_at_their_limits_keep_releases_and_their_wake_ups() {
     assert!(err.unwrap_err().to_string().contains("at most 40 bytes"));
 }
 
-/// Runs `candidates` electors for 2 s on a group of 2, each attempt with a short wait, and
-/// returns every error `run_if_leader` gave and the most holders seen at once.
-async fn contend(store: &PostgresStore, name: &str, candidates: usize) -> (Vec<Error>, u64, u64) {
-    let (holding, most, elected) =
-        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let until = tokio::time::Instant::now() + 2 * SECOND;
-    let tasks: Vec<_> = (0..candidates)
-        .map(|_| {
-            let options = LeaderGroupElectionOptions::new(2)
-                .wait_time(Duration::from_millis(20))
-                .lease_time(10 * SECOND);
-            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
-            let (holding, most, elected, errors) =
-                (holding.clone(), most.clone(), elected.clone(), errors.clone());
-            let name = name.to_owned();
-            tokio::spawn(async move {
-                while tokio::time::Instant::now() < until {
-                    let run = elector.run_if_leader(&name, |_| async {
-                        most.fetch_max(holding.fetch_add(1, SeqCst) + 1, SeqCst);
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        holding.fetch_sub(1, SeqCst);
-                    });
-                    match run.await {
-                        Ok(LeaderRunResult::Elected(())) => drop(elected.fetch_add(1, SeqCst)),
-                        Ok(LeaderRunResult::Skipped) => {}
-                        Err(error) => errors.lock().unwrap().push(error),
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let errors = std::mem::take(&mut *errors.lock().unwrap());
-    (errors, most.load(SeqCst), elected.load(SeqCst))
+/// 8 candidates contending for 2 s for group `name` of 2, each call waiting 20 ms.
+async fn contend(store: &PostgresStore, name: &str) -> support::Contention {
+    let contest = support::Contest {
+        wait_time: Duration::from_millis(20),
+        until: support::Until::Elapsed(2 * SECOND),
+        ..support::Contest::new(name, 2, 8)
+    };
+    contest.run(std::slice::from_ref(store)).await
 }
 
 /// Item 2: a role whose sessions default to `REPEATABLE READ` (or `SERIALIZABLE`) got
@@ -148,8 +114,9 @@ async fn repeatable_read_and_serializable_roles_wait_or_skip_and_never_fail() {
     for role in ["rr", "ser"] {
         let url = format!("postgres://{role}@127.0.0.1:{}/postgres", server.port);
         let own = PostgresStore::builder(&url).pool_size(8).connect().await.unwrap();
-        let (errors, most, elected) = contend(&own, &format!("{role}-own"), 8).await;
-        assert!(errors.is_empty(), "{role}, the store's own pool: {errors:?}");
+        let seen = contend(&own, &format!("{role}-own")).await;
+        let (most, elected) = (seen.most_at_once, seen.elected);
+        assert!(seen.errors.is_empty(), "{role}, the store's own pool: {:?}", seen.errors);
         assert!(most <= 2 && elected > 10, "{role}: {most} at once, {elected} elections");
 
         // A pool of the application's keeps the role's isolation.
@@ -161,8 +128,9 @@ async fn repeatable_read_and_serializable_roles_wait_or_skip_and_never_fail() {
         assert_ne!(isolation.get::<_, String>(0), "read committed", "{role}'s own sessions");
         drop(client);
         let theirs = PostgresStore::pool_builder(pool, config).connect().await.unwrap();
-        let (errors, most, elected) = contend(&theirs, &format!("{role}-theirs"), 8).await;
-        assert!(errors.is_empty(), "{role}, a pool of the application's: {errors:?}");
+        let seen = contend(&theirs, &format!("{role}-theirs")).await;
+        let (most, elected) = (seen.most_at_once, seen.elected);
+        assert!(seen.errors.is_empty(), "{role}, a pool of the application's: {:?}", seen.errors);
         assert!(most <= 2 && elected > 10, "{role}: {most} at once, {elected} elections");
     }
 }

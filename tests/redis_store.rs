@@ -199,9 +199,14 @@ async fn many_candidates_on_many_connections_never_exceed_max_leaders() {
         stores.push(RedisStore::connect(&server.url()).await.unwrap()); // a connection each
     }
     let hold = Duration::from_millis(2);
-    let seen =
-        support::contend_for_a_group_of_three(&stores, 6, 10, "shared-pool", 2 * SECOND, hold)
-            .await;
+    let contest = support::Contest {
+        wait_time: 2 * SECOND,
+        hold,
+        until: support::Until::Rounds(10),
+        ..support::Contest::new("shared-pool", 3, 6)
+    };
+    let seen = contest.run(&stores).await;
+    assert!(seen.errors.is_empty(), "{:?}", seen.errors);
     let most = seen.most_at_once;
     assert!(most <= 3, "{most} holders at once in a group of 3");
     assert_eq!(most, 3, "36 candidates never filled the group");

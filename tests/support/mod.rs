@@ -350,60 +350,109 @@ impl Logs {
     }
 }
 
-/// What [`contend_for_a_group_of_three`] saw.
+/// A contest for one group: candidates on each of some stores call `run_if_leader` in a
+/// loop, holding a slot for `hold` each time they are elected.
+#[derive(Debug, Clone)]
+pub struct Contest {
+    /// The group's name.
+    pub group: String,
+    /// Its `max_leaders`.
+    pub max_leaders: u32,
+    /// Candidates per store.
+    pub per_store: usize,
+    /// How long each call waits for a slot.
+    pub wait_time: Duration,
+    /// How long an elected body holds its slot.
+    pub hold: Duration,
+    /// When each candidate stops.
+    pub until: Until,
+}
+
+/// When a [`Contest`]'s candidates stop.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// After this many calls each.
+    Rounds(usize),
+    /// Once this long has passed.
+    Elapsed(Duration),
+}
+
+impl Contest {
+    /// `per_store` candidates per store for group `group` of `max_leaders`, waiting up to
+    /// 1 s, holding 1 ms, 10 rounds each.
+    pub fn new(group: &str, max_leaders: u32, per_store: usize) -> Self {
+        Contest {
+            group: group.to_owned(),
+            max_leaders,
+            per_store,
+            wait_time: Duration::from_secs(1),
+            hold: Duration::from_millis(1),
+            until: Until::Rounds(10),
+        }
+    }
+
+    /// Runs the contest on `stores`; fails after a minute.
+    pub async fn run<S: LeaseStore + Clone + 'static>(self, stores: &[S]) -> Contention {
+        use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
+
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let elected = Arc::new(AtomicUsize::new(0));
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let started = tokio::time::Instant::now();
+        let mut candidates = Vec::new();
+        for store in stores {
+            for _ in 0..self.per_store {
+                let options = LeaderGroupElectionOptions::new(self.max_leaders)
+                    .wait_time(self.wait_time)
+                    .lease_time(Duration::from_secs(30));
+                let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
+                let (running, most, elected, errors) =
+                    (running.clone(), most.clone(), elected.clone(), errors.clone());
+                let (group, until, hold) = (self.group.clone(), self.until, self.hold);
+                candidates.push(tokio::spawn(async move {
+                    for round in 0.. {
+                        let done = match until {
+                            Until::Rounds(rounds) => round >= rounds,
+                            Until::Elapsed(span) => started.elapsed() >= span,
+                        };
+                        if done {
+                            break;
+                        }
+                        let result = elector
+                            .run_if_leader(&group, |_| async {
+                                let now = running.fetch_add(1, SeqCst) + 1;
+                                most.fetch_max(now, SeqCst);
+                                tokio::task::yield_now().await;
+                                tokio::time::sleep(hold).await;
+                                running.fetch_sub(1, SeqCst);
+                            })
+                            .await;
+                        match result {
+                            Ok(result) if result.is_elected() => drop(elected.fetch_add(1, SeqCst)),
+                            Ok(_) => {}
+                            Err(error) => errors.lock().unwrap().push(error),
+                        }
+                    }
+                }));
+            }
+        }
+        for candidate in candidates {
+            let finished = tokio::time::timeout(Duration::from_secs(60), candidate).await;
+            finished.expect("candidates finish").unwrap();
+        }
+        let errors = std::mem::take(&mut *errors.lock().unwrap());
+        Contention { most_at_once: most.load(SeqCst), elected: elected.load(SeqCst), errors }
+    }
+}
+
+/// What a [`Contest`] saw.
+#[derive(Debug)]
 pub struct Contention {
     /// The most bodies that ran at the same time.
     pub most_at_once: usize,
     /// The `run_if_leader` calls that were elected.
     pub elected: usize,
-}
-
-/// `per_store` candidates on each of `stores` call `run_if_leader` on group `group`
-/// (`max_leaders` 3) `rounds` times each, waiting up to `wait_time` for a slot and holding
-/// it for `hold`; every call must succeed. Fails after a minute.
-pub async fn contend_for_a_group_of_three<S: LeaseStore + Clone + 'static>(
-    stores: &[S],
-    per_store: usize,
-    rounds: usize,
-    group: &'static str,
-    wait_time: Duration,
-    hold: Duration,
-) -> Contention {
-    use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
-
-    let running = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let elected = Arc::new(AtomicUsize::new(0));
-    let mut candidates = Vec::new();
-    for store in stores {
-        for _ in 0..per_store {
-            let options = LeaderGroupElectionOptions::new(3)
-                .wait_time(wait_time)
-                .lease_time(Duration::from_secs(30));
-            let elector = LeaderGroupElector::new(store.clone(), options).unwrap();
-            let (running, most, elected) = (running.clone(), most.clone(), elected.clone());
-            candidates.push(tokio::spawn(async move {
-                for _ in 0..rounds {
-                    let result = elector
-                        .run_if_leader(group, |_| async {
-                            let now = running.fetch_add(1, SeqCst) + 1;
-                            most.fetch_max(now, SeqCst);
-                            tokio::task::yield_now().await;
-                            tokio::time::sleep(hold).await;
-                            running.fetch_sub(1, SeqCst);
-                        })
-                        .await
-                        .expect("no store error");
-                    if result.is_elected() {
-                        elected.fetch_add(1, SeqCst);
-                    }
-                }
-            }));
-        }
-    }
-    for candidate in candidates {
-        let finished = tokio::time::timeout(Duration::from_secs(60), candidate).await;
-        finished.expect("candidates finish").unwrap();
-    }
-    Contention { most_at_once: most.load(SeqCst), elected: elected.load(SeqCst) }
+    /// Every error a `run_if_leader` call returned.
+    pub errors: Vec<Error>,
 }
