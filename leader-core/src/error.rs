@@ -1,15 +1,18 @@
 //! The one error type of the crate.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-/// A boxed error from a store's client library, kept as the [`source`](std::error::Error::source).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// An error from a store's client library, kept as the [`source`](std::error::Error::source).
+/// Shared, so an [`Error`] can be cloned (every observer of a group gets the failure of
+/// the one read they share).
+pub type SourceError = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Everything that can go wrong in `leader`.
 ///
 /// Contention is never an error: a call that finds no free slot returns
 /// [`LeaderRunResult::Skipped`](crate::LeaderRunResult::Skipped).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An option was given a value outside what it allows; the message names both.
@@ -64,7 +67,7 @@ pub enum Error {
         operation: &'static str,
         /// The client library's error.
         #[source]
-        source: BoxError,
+        source: SourceError,
     },
 
     /// The store did not answer in time; retrying may succeed.
@@ -165,7 +168,7 @@ pub enum Error {
 
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
-    Random(#[source] std::io::Error),
+    Random(#[source] Arc<std::io::Error>),
 }
 
 impl Error {
