@@ -316,9 +316,7 @@ async fn acl_user_and_password_come_from_the_url_and_never_show() {
     let refused = store.acquire(request("leader:acl", 1, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "a candidate that will wait");
     store.release("leader:acl", held, Duration::ZERO).await.unwrap();
-    timeout(5 * SECOND, watch.released())
-        .await
-        .expect("woken through an authenticated subscription");
+    timeout(5 * SECOND, watch.woken()).await.expect("woken through an authenticated subscription");
 
     let err =
         RedisStore::connect(&format!("redis://app:wrong-pass@127.0.0.1:{port}")).await.unwrap_err();

@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 use futures_util::StreamExt;
 use leader::RedisStore;
-use leader::store::ReleaseWatch;
+use leader::store::GroupWatch;
 use leader::store::SharedStore;
 use tokio::time::{Instant, sleep, sleep_until};
 
@@ -68,7 +68,7 @@ enum Changes {
         key: String,
         announced_at: Instant,
     },
-    Releases(ReleaseWatch),
+    Releases(GroupWatch),
 }
 
 impl Changes {
@@ -109,7 +109,7 @@ impl Changes {
             }
             Changes::Releases(releases) => {
                 tokio::select! {
-                    () = releases.released() => {}
+                    () = releases.woken() => {}
                     () = sleep(Duration::from_secs(1)) => {}
                 }
                 Ok(())

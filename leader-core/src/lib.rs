@@ -26,6 +26,7 @@ mod error;
 mod holder;
 mod key;
 mod leadership;
+mod observe;
 mod outage;
 mod private;
 mod serde_support;
@@ -51,6 +52,7 @@ pub use leadership::{
     Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,
     LeadershipStatus, Roles, WhenUncoordinated,
 };
+pub use observe::GroupObserver;
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};

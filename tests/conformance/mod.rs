@@ -6,8 +6,17 @@
 
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, Grant, ReleaseOutcome, RenewOutcome};
-use leader::{Error, LeaseStore, LeaseToken};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use async_trait::async_trait;
+use leader::store::{
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
+};
+use leader::{
+    Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
+    LeaseStore, LeaseToken,
+};
 use tokio::time::{sleep, timeout};
 
 const LEASE: Duration = Duration::from_millis(400);
@@ -30,6 +39,9 @@ macro_rules! with_every_rule {
             release_wakes_watchers,
             shortening_renewal_wakes_watchers,
             state_reports_live_slots,
+            grants_releases_and_shortening_renewals_wake_change_watches,
+            an_observer_sees_grants_releases_and_expiries,
+            an_observer_of_an_idle_group_reads_nothing,
         }
     };
 }
@@ -37,13 +49,24 @@ macro_rules! with_every_rule {
 /// Every rule, one after another, each on its own key `{prefix}-{rule}`: for stores that are
 /// costly to set up once per test (a Cluster).
 #[allow(dead_code)] // each test file uses either this or the macro
-pub async fn run_all(store: &dyn LeaseStore, prefix: &str) {
+pub async fn run_all<S: LeaseStore + Clone + 'static>(store: &S, prefix: &str) {
     macro_rules! each {
         ($store:expr, $prefix:expr; $($name:ident,)*) => {
             $( $name($store, &format!("{}-{}", $prefix, stringify!($name))).await; )*
         };
     }
     with_every_rule!(each!(store, prefix));
+}
+
+/// How many rules the suite has.
+#[allow(dead_code)] // each test file uses part of it
+pub fn rule_count() -> usize {
+    macro_rules! count {
+        (; $($name:ident,)*) => {
+            [$(stringify!($name)),*].len()
+        };
+    }
+    with_every_rule!(count!())
 }
 
 /// One `#[test]` per rule: `conformance_suite!(#[tokio::test] make_store())`.
@@ -84,7 +107,10 @@ async fn granted(store: &dyn LeaseStore, request: AcquireRequest<'_>) -> Grant {
     }
 }
 
-pub async fn grants_up_to_max_leaders_then_reports_full(store: &dyn LeaseStore, key: &str) {
+pub async fn grants_up_to_max_leaders_then_reports_full<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     for _ in 0..3 {
         granted(store, request(key, 3, token())).await;
     }
@@ -100,7 +126,10 @@ pub async fn grants_up_to_max_leaders_then_reports_full(store: &dyn LeaseStore, 
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 3);
 }
 
-pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, key: &str) {
+pub async fn acquire_is_idempotent_for_the_same_token<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     let retried = token();
     let first = granted(store, request(key, 2, retried)).await;
     let second = granted(store, request(key, 2, retried)).await;
@@ -115,7 +144,7 @@ pub async fn acquire_is_idempotent_for_the_same_token(store: &dyn LeaseStore, ke
     assert_eq!(granted(store, request(key, 2, retried)).await.fence, first.fence);
 }
 
-pub async fn fences_strictly_increase(store: &dyn LeaseStore, key: &str) {
+pub async fn fences_strictly_increase<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let mut last = 0;
     for round in 0..6 {
         let held = token();
@@ -130,7 +159,10 @@ pub async fn fences_strictly_increase(store: &dyn LeaseStore, key: &str) {
     }
 }
 
-pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key: &str) {
+pub async fn max_leaders_mismatch_names_both_values<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     let held = token();
     granted(store, request(key, 3, held)).await;
     let err = store.acquire(request(key, 5, token())).await.unwrap_err();
@@ -146,7 +178,7 @@ pub async fn max_leaders_mismatch_names_both_values(store: &dyn LeaseStore, key:
     assert_eq!(store.state(key).await.unwrap().max_leaders, Some(5));
 }
 
-pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
+pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     assert_eq!(store.renew(key, token(), LEASE).await.unwrap(), RenewOutcome::NotHeld);
@@ -162,7 +194,7 @@ pub async fn renew_extends_only_a_held_slot(store: &dyn LeaseStore, key: &str) {
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
 }
 
-pub async fn release_is_token_checked(store: &dyn LeaseStore, key: &str) {
+pub async fn release_is_token_checked<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     assert_eq!(store.release(key, token(), Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
@@ -172,7 +204,10 @@ pub async fn release_is_token_checked(store: &dyn LeaseStore, key: &str) {
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
 }
 
-pub async fn release_and_renew_never_revive_an_expired_slot(store: &dyn LeaseStore, key: &str) {
+pub async fn release_and_renew_never_revive_an_expired_slot<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     sleep(LEASE + Duration::from_millis(50)).await;
@@ -182,7 +217,10 @@ pub async fn release_and_renew_never_revive_an_expired_slot(store: &dyn LeaseSto
     granted(store, request(key, 1, token())).await;
 }
 
-pub async fn min_lease_time_keeps_a_released_slot(store: &dyn LeaseStore, key: &str) {
+pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     let min_lease = LEASE / 2;
@@ -199,7 +237,7 @@ pub async fn min_lease_time_keeps_a_released_slot(store: &dyn LeaseStore, key: &
     granted(store, request(key, 1, token())).await;
 }
 
-pub async fn expiry_frees_a_slot(store: &dyn LeaseStore, key: &str) {
+pub async fn expiry_frees_a_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     granted(store, request(key, 1, token())).await;
     assert!(matches!(
         store.acquire(request(key, 1, token())).await.unwrap(),
@@ -209,7 +247,7 @@ pub async fn expiry_frees_a_slot(store: &dyn LeaseStore, key: &str) {
     granted(store, request(key, 1, token())).await;
 }
 
-pub async fn release_wakes_watchers(store: &dyn LeaseStore, key: &str) {
+pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let (first, second) = (token(), token());
     granted(store, request(key, 2, first)).await;
     granted(store, request(key, 2, second)).await;
@@ -222,16 +260,19 @@ pub async fn release_wakes_watchers(store: &dyn LeaseStore, key: &str) {
     refused(store, key, 2).await;
     store.release(key, first, Duration::ZERO).await.unwrap();
     for watch in &mut watches {
-        timeout(Duration::from_secs(5), watch.released()).await.expect("woken by a release");
+        timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a release");
     }
     // A release kept for the minimum lease shortens the slot, which also wakes waiters.
     granted(store, request(key, 2, token())).await;
     refused(store, key, 2).await;
     store.release(key, second, LEASE).await.unwrap();
-    timeout(Duration::from_secs(5), watches[0].released()).await.expect("woken by a kept release");
+    timeout(Duration::from_secs(5), watches[0].woken()).await.expect("woken by a kept release");
 }
 
-pub async fn shortening_renewal_wakes_watchers(store: &dyn LeaseStore, key: &str) {
+pub async fn shortening_renewal_wakes_watchers<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
     let held = token();
     granted(store, request(key, 1, held)).await;
     let mut watch = store.watch_releases(key).await.unwrap();
@@ -240,7 +281,7 @@ pub async fn shortening_renewal_wakes_watchers(store: &dyn LeaseStore, key: &str
     // shorter lease brings it forward, so the candidate must look again.
     let renewed = store.renew(key, held, LEASE / 10).await.unwrap();
     assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
-    timeout(Duration::from_secs(5), watch.released()).await.expect("woken by a shorter lease");
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a shorter lease");
 }
 
 /// An attempt on group `key` (of `max_leaders`) by a new candidate, which must be refused.
@@ -249,7 +290,7 @@ async fn refused(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "not refused: {outcome:?}");
 }
 
-pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
+pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let empty = store.state(key).await.unwrap();
     assert_eq!((empty.max_leaders, empty.leaders.len()), (None, 0));
     for holder in ["a", "b"] {
@@ -268,4 +309,139 @@ pub async fn state_reports_live_slots(store: &dyn LeaseStore, key: &str) {
             .iter()
             .all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
     );
+}
+
+pub async fn grants_releases_and_shortening_renewals_wake_change_watches<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let mut watch = store.watch_changes(key).await.unwrap();
+    let (held, other) = (token(), token());
+    granted(store, request(key, 2, held)).await;
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a grant");
+    granted(store, request(key, 2, other)).await;
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a second grant");
+    store.release(key, other, Duration::ZERO).await.unwrap();
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a release");
+    let renewed = store.renew(key, held, LEASE / 10).await.unwrap();
+    assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a shorter lease");
+}
+
+/// An elector over `store` whose every name is the store key `key`, for observers.
+fn elector_on<S: LeaseStore + Clone + 'static>(store: &S, key: &str) -> LeaderGroupElector {
+    let options = LeaderGroupElectionOptions::new(2).keys(KeyOptions::new().exact_key(key));
+    LeaderGroupElector::new(store.clone(), options).unwrap()
+}
+
+/// The observer's next change, within 5 s.
+async fn next_change(observer: &mut leader::GroupObserver) -> LeaderGroupState {
+    timeout(Duration::from_secs(5), observer.changed()).await.expect("a change").unwrap()
+}
+
+fn holders(state: &LeaderGroupState) -> Vec<(&str, u64)> {
+    state.leaders.iter().map(|slot| (slot.holder.as_str(), slot.fence)).collect()
+}
+
+pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
+    let mut observer = elector_on(store, key).observe("observed").await.unwrap();
+    let before = observer.current();
+    assert!(before.is_empty() && before.max_leaders == 2, "an unknown group is empty: {before:?}");
+    let (first, second) = (token(), token());
+    let mut grant = request(key, 2, first);
+    grant.holder = "10.0.0.1:80";
+    let fence = granted(store, grant).await.fence;
+    let state = next_change(&mut observer).await;
+    assert_eq!(holders(&state), [("10.0.0.1:80", fence)], "{state:?}");
+    assert_eq!(holders(&observer.current()), [("10.0.0.1:80", fence)]);
+    // A grant taken with a long lease and renewed shorter: the observer sees it expire at
+    // the shorter time, long before the lease it was granted with.
+    let mut long = request(key, 2, second);
+    (long.holder, long.lease_time) = ("10.0.0.2:80", Duration::from_secs(60));
+    let later = granted(store, long).await.fence;
+    let state = next_change(&mut observer).await;
+    assert_eq!(holders(&state), [("10.0.0.1:80", fence), ("10.0.0.2:80", later)]);
+    store.release(key, first, Duration::ZERO).await.unwrap();
+    let state = next_change(&mut observer).await;
+    assert_eq!(holders(&state), [("10.0.0.2:80", later)], "after the release");
+    store.renew(key, second, LEASE).await.unwrap();
+    let renewed_at = tokio::time::Instant::now();
+    let state = next_change(&mut observer).await;
+    assert!(state.is_empty(), "the holder that stopped renewing expired: {state:?}");
+    assert!(renewed_at.elapsed() >= LEASE - Duration::from_millis(5), "seen before it expired");
+}
+
+/// A store that counts the state reads made through it.
+#[derive(Debug, Clone)]
+struct CountingReads<S> {
+    inner: S,
+    reads: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl<S: LeaseStore> LeaseStore for CountingReads<S> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        self.inner.acquire(request).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        self.inner.renew(key, token, lease_time).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.inner.release(key, token, min_lease_time).await
+    }
+
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+        self.reads.fetch_add(1, SeqCst);
+        self.inner.state(key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.inner.watch_releases(key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.inner.watch_changes(key).await
+    }
+}
+
+pub async fn an_observer_of_an_idle_group_reads_nothing<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
+    let counting = CountingReads { inner: store.clone(), reads: Arc::default() };
+    let elector = elector_on(&counting, key);
+    let mut observers = Vec::new();
+    for _ in 0..100 {
+        observers.push(elector.observe("idle").await.unwrap());
+    }
+    assert_eq!(counting.reads.load(SeqCst), 1, "100 observers of one store share one read");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(counting.reads.load(SeqCst), 1, "an idle group is never read again");
+    // One change: one read, whatever the number of observers.
+    granted(store, request(key, 2, token())).await;
+    for observer in &mut observers {
+        assert_eq!(next_change(observer).await.active_count, 1);
+    }
+    assert_eq!(counting.reads.load(SeqCst), 2, "one read for the grant");
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
 };
 use leader::{Error, LeaseStore, LeaseToken, MemoryStore};
 use std::num::NonZeroU32;
@@ -251,10 +251,15 @@ impl LeaseStore for FaultyStore {
         self.inner.state(key).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         self.counts.watch.fetch_add(1, SeqCst);
         self.reachable("watch")?;
         self.inner.watch_releases(key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.reachable("watch")?;
+        self.inner.watch_changes(key).await
     }
 }
 

@@ -29,7 +29,8 @@ pub fn full_key(key: &str) -> String {
 pub fn slot_records(server: &RedisServer, key: &str) -> usize {
     let fields = server.cli(&["HKEYS", &group_key(key)]);
     let bookkeeping = ["", "max", "fence", "waiting", "watched"];
-    fields.lines().filter(|field| !bookkeeping.contains(field)).count()
+    let watcher = |field: &str| field.starts_with("watcher:");
+    fields.lines().filter(|field| !bookkeeping.contains(field) && !watcher(field)).count()
 }
 
 /// The client-sent commands an operation cost, read from the server.

@@ -10,7 +10,7 @@ use tokio::time::{Instant, sleep_until};
 use super::guard::SlotGuard;
 use super::lease::local_deadline;
 use crate::backoff::{Backoff, FIRST_PAUSE};
-use crate::store::{AcquireOutcome, AcquireRequest, Grant, LeaseStore, ReleaseWatch};
+use crate::store::{AcquireOutcome, AcquireRequest, Grant, GroupWatch, LeaseStore};
 use crate::{Error, telemetry};
 
 /// A slot won with time left on it: the grant, and when its request was sent (the base of
@@ -69,7 +69,7 @@ pub(crate) async fn stand<P: Policy>(
 ) -> Result<Won, P::Stop> {
     let deadline = policy.deadline();
     let single_attempt = deadline.is_some_and(|deadline| deadline <= Instant::now());
-    let mut releases: Option<ReleaseWatch> = None;
+    let mut releases: Option<GroupWatch> = None;
     loop {
         if releases.is_none() && !single_attempt {
             match store.watch_releases(request.key).await {
@@ -124,7 +124,7 @@ pub(crate) async fn stand<P: Policy>(
         let wake_at = now + nearest_expiry.max(Duration::from_millis(1));
         let wake_at = deadline.map_or(wake_at, |deadline| deadline.min(wake_at));
         tokio::select! {
-            () = watch.released() => {}
+            () = watch.woken() => {}
             () = sleep_until(wake_at) => {}
             stop = policy.interrupted() => if let Some(stop) = stop { return Err(stop) },
         }

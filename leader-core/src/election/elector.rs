@@ -65,4 +65,10 @@ impl LeaderElector {
     pub async fn state(&self, name: &str) -> Result<LeaderGroupState, Error> {
         self.group.state(name).await
     }
+
+    /// An observer of `name`'s leader: who leads now and each change, from any process,
+    /// without competing; see [`LeaderGroupElector::observe`].
+    pub async fn observe(&self, name: &str) -> Result<crate::GroupObserver, Error> {
+        self.group.observe(name).await
+    }
 }

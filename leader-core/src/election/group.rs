@@ -12,7 +12,8 @@ use super::renewal::supervise;
 use crate::store::{AcquireRequest, LeaseStore};
 use crate::telemetry;
 use crate::{
-    Error, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease, LeaseToken,
+    Error, GroupObserver, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease,
+    LeaseToken,
 };
 
 /// Aborts a spawned task when dropped.
@@ -209,6 +210,15 @@ impl LeaderGroupElector {
             Ok(value) => Ok(LeaderRunResult::Elected(value)),
             Err(panic) => std::panic::resume_unwind(panic),
         }
+    }
+
+    /// An observer of group `name`: its holders now and each change, from any process,
+    /// without taking a slot (see [`GroupObserver`]). An unknown group is an empty state.
+    /// Fails on an invalid name, or with the store's error when the group cannot be read
+    /// now.
+    pub async fn observe(&self, name: &str) -> Result<GroupObserver, Error> {
+        let key = self.settings.keys.resolve(name)?;
+        GroupObserver::start(&self.store, name, key, self.settings.max_leaders.get()).await
     }
 
     /// The group's live slots, as the store reports them.

@@ -151,6 +151,16 @@ impl Leadership {
         Leadership { shared, _owner: Arc::new(StopOnDrop(shutdown)) }
     }
 
+    /// An observer of this role's group: who leads now and each change, from any process
+    /// (this instance's own terms included), without taking a slot; see
+    /// [`GroupObserver`](crate::GroupObserver). Fails with the store's error when the group
+    /// cannot be read now.
+    pub async fn observe(&self) -> Result<crate::GroupObserver, Error> {
+        let settings = &self.shared.settings;
+        let (role, key, max_leaders) = (&settings.role, settings.key.clone(), settings.max_leaders);
+        crate::GroupObserver::start(&self.shared.store, role, key, max_leaders.get()).await
+    }
+
     /// The role.
     pub fn role(&self) -> &str {
         &self.shared.settings.role

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome,
-    ReleaseSignal, ReleaseWatch, RenewOutcome,
+    AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
+    ReleaseOutcome, RenewOutcome,
 };
 use crate::{Error, LeaseToken};
 
@@ -60,8 +60,13 @@ impl LeaseStore for DisabledStore {
         Ok(GroupSnapshot::default())
     }
 
-    async fn watch_releases(&self, _: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, _: &str) -> Result<GroupWatch, Error> {
         // Nothing is ever released here; the signal is dropped, so the watch never fires.
-        Ok(ReleaseSignal::new().watch())
+        Ok(GroupSignal::new().watch())
+    }
+
+    async fn watch_changes(&self, _: &str) -> Result<GroupWatch, Error> {
+        // Nothing is ever held here (state is always empty), so nothing ever changes.
+        Ok(GroupSignal::new().watch())
     }
 }

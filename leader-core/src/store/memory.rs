@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, LeaseStore, ReleaseOutcome,
-    ReleaseSignal, ReleaseWatch, RenewOutcome, SlotInfo,
+    AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
+    ReleaseOutcome, RenewOutcome, SlotInfo,
 };
 use crate::{Error, LeaseToken};
 
@@ -64,7 +64,10 @@ const SWEEP_AFTER: Duration = Duration::from_secs(10);
 struct Group {
     max_leaders: u32,
     slots: Vec<Slot>,
-    releases: ReleaseSignal,
+    /// Wakes candidates waiting for a slot.
+    releases: GroupSignal,
+    /// Wakes observers of the group's holders.
+    changes: GroupSignal,
 }
 
 struct Slot {
@@ -155,20 +158,28 @@ impl Groups {
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group { max_leaders, slots: Vec::new(), releases: ReleaseSignal::new() }
+        Group {
+            max_leaders,
+            slots: Vec::new(),
+            releases: GroupSignal::new(),
+            changes: GroupSignal::new(),
+        }
     }
 
-    /// No live slot (expired ones already dropped) and nobody waiting for a release.
+    /// No live slot (expired ones already dropped), nobody waiting for a release and
+    /// nobody observing.
     fn is_unused(&self) -> bool {
-        self.slots.is_empty() && self.releases.watchers() == 0
+        self.slots.is_empty() && self.releases.watchers() == 0 && self.changes.watchers() == 0
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
         self.slots.iter_mut().find(|slot| slot.token == token)
     }
 
+    /// A slot was freed or shortened: wakes waiters and observers.
     fn wake_waiters(&self) {
         self.releases.wake();
+        self.changes.wake();
     }
 }
 
@@ -218,6 +229,7 @@ impl LeaseStore for MemoryStore {
             acquired_at: now,
             expires_at: now + request.lease_time,
         });
+        group.changes.wake();
         Ok(AcquireOutcome::Granted(Grant {
             fence,
             acquired_at: self.wall_time(now),
@@ -299,9 +311,16 @@ impl LeaseStore for MemoryStore {
         Ok(GroupSnapshot { max_leaders, leaders: slots })
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         let mut groups = self.groups();
         let watch = groups.entry(key, 1, Instant::now()).releases.watch();
+        let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
+        Ok(watch.holding(forget))
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        let mut groups = self.groups();
+        let watch = groups.entry(key, 1, Instant::now()).changes.watch();
         let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
         Ok(watch.holding(forget))
     }
@@ -332,7 +351,7 @@ impl fmt::Debug for MemoryStore {
     }
 }
 
-/// Held by a waiter's [`ReleaseWatch`] (dropped after its receiver): forgets the group when
+/// Held by a waiter's [`GroupWatch`] (dropped after its receiver): forgets the group when
 /// the last waiter leaves a group without live slots.
 struct ForgetWhenUnused {
     store: Weak<Inner>,
@@ -411,7 +430,7 @@ mod tests {
         let mut waiter = store.watch_releases("busy").await.unwrap();
         store.release("busy", token, Duration::ZERO).await.unwrap();
         assert_eq!(store.group_count(), 1, "a waiter still listens");
-        tokio::time::timeout(Duration::from_secs(1), waiter.released()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(1), waiter.woken()).await.unwrap();
         drop(waiter);
         assert_eq!(store.group_count(), 0);
     }

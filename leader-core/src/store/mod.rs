@@ -47,7 +47,7 @@ pub use disabled::DisabledStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
-pub use watch::{ReleaseSignal, ReleaseWatch};
+pub use watch::{GroupSignal, GroupWatch};
 
 use crate::{Error, LeaseToken};
 
@@ -208,7 +208,10 @@ pub struct SlotInfo {
 /// - a grant's or renewal's `expires_in` never exceeds the slot's true time to live when the
 ///   store acted (round down);
 /// - release keeps the slot until `acquired_at + min_lease_time` when that is still ahead,
-///   and wakes the key's [`ReleaseWatch`]es whenever it frees or shortens a slot.
+///   and wakes the key's [`GroupWatch`]es whenever it frees or shortens a slot;
+/// - a grant, a release and a shortening renewal each wake the key's change watches
+///   ([`watch_changes`](Self::watch_changes)); an idle group's change watch costs the
+///   store nothing while nothing changes.
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync {
     /// A short name of the store's kind, such as `memory` or `redis`, for errors and logs.
@@ -246,7 +249,22 @@ pub trait LeaseStore: Debug + Send + Sync {
 
     /// A watch that wakes when a slot of `key` is released or shortened. Subscribe before
     /// the acquire whose failure you will wait on, so no release falls in between.
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error>;
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error>;
+
+    /// A watch that wakes on every change of `key`'s holders this store learns of, in any
+    /// process: a grant, a release, a renewal that shortens a slot (an expiry is seen by
+    /// the observer's own timer). While the watch lives, the store announces that the group
+    /// is observed, so that its grants are published (Redis) or notified (PostgreSQL); a
+    /// store that learns of a gap in its notifications (a lost connection) wakes every
+    /// watch once it is back, so the observer reads the state again. Made before the read
+    /// it will be compared with, so no change falls in between.
+    ///
+    /// Default: [`Error::Unsupported`]; a [`GroupObserver`](crate::GroupObserver) over such a
+    /// store reads its state once a second instead.
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        let _ = key;
+        Err(Error::Unsupported { store: self.kind(), operation: "watch changes" })
+    }
 
     /// The keys of the groups the store holds whose key starts with `prefix` and ends with
     /// `suffix`, sorted, for tools (`leader groups`). What "holds" means is the store's: a
@@ -294,8 +312,12 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         (**self).state(key).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         (**self).watch_releases(key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        (**self).watch_changes(key).await
     }
 
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {

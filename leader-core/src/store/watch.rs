@@ -1,4 +1,5 @@
-//! [`ReleaseWatch`]: how a waiter learns that a slot may have become free.
+//! [`GroupWatch`]: how a waiter learns that a slot may have become free, and an observer
+//! that a group's holders may have changed.
 
 use std::any::Any;
 #[cfg(any(feature = "redis", feature = "postgres"))]
@@ -9,29 +10,31 @@ use std::sync::{Mutex, Weak};
 
 use tokio::sync::watch;
 
-/// Wakes a waiter when a slot of one group is released or shortened.
+/// Wakes whoever waits on one group: a candidate when a slot is released or shortened
+/// ([`watch_releases`](super::LeaseStore::watch_releases)), an observer on every change of
+/// its holders ([`watch_changes`](super::LeaseStore::watch_changes)).
 ///
-/// Stores make one per waiter from a shared `tokio::sync::watch` channel per group, so a
-/// release wakes every waiter at once without polling the store.
+/// Stores make one per waiter from a shared `tokio::sync::watch` channel per group, so an
+/// event wakes every waiter at once without polling the store.
 #[derive(Debug)]
-pub struct ReleaseWatch {
+pub struct GroupWatch {
     receiver: watch::Receiver<u64>,
     _subscription: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-impl ReleaseWatch {
+impl GroupWatch {
     /// This watch, also keeping `guard` alive until the watch is dropped: a store's way to
     /// learn when this waiter has gone (to withdraw a subscription, say), by `guard`'s
     /// `Drop`.
     ///
     /// ```
-    /// use leader_core::store::ReleaseSignal;
+    /// use leader_core::store::GroupSignal;
     ///
     /// struct Gone;
     /// impl Drop for Gone {
     ///     fn drop(&mut self) { println!("the waiter has gone") }
     /// }
-    /// let signal = ReleaseSignal::new();
+    /// let signal = GroupSignal::new();
     /// let watch = signal.watch().holding(Gone);
     /// assert_eq!(signal.watchers(), 1);
     /// drop(watch); // prints
@@ -39,14 +42,14 @@ impl ReleaseWatch {
     /// ```
     pub fn holding(self, guard: impl Send + Sync + 'static) -> Self {
         let subscription = Arc::new((self._subscription, guard));
-        ReleaseWatch { receiver: self.receiver, _subscription: Some(subscription) }
+        GroupWatch { receiver: self.receiver, _subscription: Some(subscription) }
     }
 
     /// Resolves at the next release after the watch was made or last woke.
     ///
     /// If the store drops the channel (it shut down), this never resolves, so a waiter falls
     /// back to its timer.
-    pub async fn released(&mut self) {
+    pub async fn woken(&mut self) {
         if self.receiver.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
@@ -54,35 +57,35 @@ impl ReleaseWatch {
 }
 
 /// What a store keeps for one group to wake its waiters: each [`watch`](Self::watch) is a
-/// [`ReleaseWatch`] that [`wake`](Self::wake) wakes, in this process. A store of your own
+/// [`GroupWatch`] that [`wake`](Self::wake) wakes, in this process. A store of your own
 /// keeps one per group that has waiters, and wakes it on every release or shortening of a
 /// slot it learns of (its own, or another process's through its server's notifications).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use leader_core::store::ReleaseSignal;
+/// use leader_core::store::GroupSignal;
 ///
-/// let signal = ReleaseSignal::new();
+/// let signal = GroupSignal::new();
 /// let mut watch = signal.watch();
 /// signal.wake();
-/// watch.released().await; // resolves at once: woken since it was made
+/// watch.woken().await; // resolves at once: woken since it was made
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct ReleaseSignal {
+pub struct GroupSignal {
     sender: watch::Sender<u64>,
 }
 
-impl ReleaseSignal {
+impl GroupSignal {
     /// A signal nobody watches yet.
     pub fn new() -> Self {
-        ReleaseSignal { sender: watch::Sender::new(0) }
+        GroupSignal { sender: watch::Sender::new(0) }
     }
 
     /// A watch woken by every [`wake`](Self::wake) from now on. If the signal is dropped,
     /// the watch never wakes again, so its waiter falls back to its timer.
-    pub fn watch(&self) -> ReleaseWatch {
-        ReleaseWatch { receiver: self.sender.subscribe(), _subscription: None }
+    pub fn watch(&self) -> GroupWatch {
+        GroupWatch { receiver: self.sender.subscribe(), _subscription: None }
     }
 
     /// Wakes every watch made so far.
@@ -96,51 +99,117 @@ impl ReleaseSignal {
     }
 }
 
-impl Default for ReleaseSignal {
+impl Default for GroupSignal {
     fn default() -> Self {
         Self::new()
     }
 }
 
-/// The groups waiters of one store watch, each with the channel that wakes them: what a
-/// store's notification listener (Redis pub/sub, PostgreSQL LISTEN) wakes. A group's entry
-/// goes with its last waiter, so the map holds only the groups someone waits for.
+/// The groups waiters and observers of one store watch, each with the channel that wakes
+/// them: what a store's notification listener (Redis pub/sub, PostgreSQL LISTEN) wakes. A
+/// group's entry goes with its last watch, so the maps hold only the groups someone waits
+/// for or observes.
 #[cfg(any(feature = "redis", feature = "postgres"))]
 #[derive(Default)]
 pub(crate) struct Watchers {
-    by_key: Mutex<HashMap<String, ReleaseSignal>>,
+    /// Candidates waiting for a release.
+    releases: Signals,
+    /// Observers of every change.
+    changes: Signals,
+    /// Woken when the listener is back after a gap, for what a store must redo then.
+    #[cfg(feature = "redis")]
+    restored: GroupSignal,
+}
+
+/// One signal per group.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+#[derive(Default)]
+struct Signals {
+    by_key: Mutex<HashMap<String, GroupSignal>>,
+}
+
+/// Which of a store's [`Watchers`] a watch is in.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Interest {
+    /// A candidate, woken by releases.
+    Releases,
+    /// An observer, woken by every change.
+    Changes,
 }
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
-impl Watchers {
-    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, ReleaseSignal>> {
+impl Signals {
+    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, GroupSignal>> {
         self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A watch of `key`; it forgets the group when it is the last to go.
-    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> ReleaseWatch {
-        let watch = self.by_key().entry(key.to_owned()).or_default().watch();
-        watch.holding(ForgetWhenUnwatched { watchers: Arc::downgrade(self), key: key.to_owned() })
-    }
-
-    /// Wakes the waiters of `key`, if any.
-    pub(crate) fn wake(&self, key: &str) {
+    fn wake(&self, key: &str) {
         if let Some(signal) = self.by_key().get(key) {
             signal.wake();
         }
     }
+}
 
-    /// Wakes every waiter (after the listener was lost, releases may have been missed).
+#[cfg(any(feature = "redis", feature = "postgres"))]
+impl Watchers {
+    fn signals(&self, interest: Interest) -> &Signals {
+        match interest {
+            Interest::Releases => &self.releases,
+            Interest::Changes => &self.changes,
+        }
+    }
+
+    /// A watch of `key` for a candidate; it forgets the group when it is the last to go.
+    pub(crate) fn watch(self: &Arc<Self>, key: &str) -> GroupWatch {
+        self.watch_for(Interest::Releases, key)
+    }
+
+    /// A watch of `key` for an observer; it forgets the group when it is the last to go.
+    pub(crate) fn watch_changes(self: &Arc<Self>, key: &str) -> GroupWatch {
+        self.watch_for(Interest::Changes, key)
+    }
+
+    fn watch_for(self: &Arc<Self>, interest: Interest, key: &str) -> GroupWatch {
+        let watch = self.signals(interest).by_key().entry(key.to_owned()).or_default().watch();
+        let forget =
+            ForgetWhenUnwatched { watchers: Arc::downgrade(self), interest, key: key.to_owned() };
+        watch.holding(forget)
+    }
+
+    /// A slot of `key` was released or shortened: wakes its waiters and observers.
+    pub(crate) fn wake(&self, key: &str) {
+        self.releases.wake(key);
+        self.changes.wake(key);
+    }
+
+    /// A slot of `key` was granted: wakes its observers.
+    pub(crate) fn wake_observers(&self, key: &str) {
+        self.changes.wake(key);
+    }
+
+    /// Wakes every waiter and observer (after the listener was lost, events may have been
+    /// missed).
     pub(crate) fn wake_all(&self) {
-        self.by_key().values().for_each(ReleaseSignal::wake);
+        #[cfg(feature = "redis")]
+        self.restored.wake();
+        self.releases.by_key().values().for_each(GroupSignal::wake);
+        self.changes.by_key().values().for_each(GroupSignal::wake);
+    }
+
+    /// A watch woken each time the listener is back after a gap.
+    #[cfg(feature = "redis")]
+    pub(crate) fn restorations(&self) -> GroupWatch {
+        self.restored.watch()
     }
 }
 
-/// Kept by a [`ReleaseWatch`] (and dropped after its receiver): forgets the group once no
+/// Kept by a [`GroupWatch`] (and dropped after its receiver): forgets the group once no
 /// receiver is left.
 #[cfg(any(feature = "redis", feature = "postgres"))]
 struct ForgetWhenUnwatched {
     watchers: Weak<Watchers>,
+    interest: Interest,
     key: String,
 }
 
@@ -148,7 +217,7 @@ struct ForgetWhenUnwatched {
 impl Drop for ForgetWhenUnwatched {
     fn drop(&mut self) {
         let Some(watchers) = self.watchers.upgrade() else { return };
-        let mut by_key = watchers.by_key();
+        let mut by_key = watchers.signals(self.interest).by_key();
         if by_key.get(&self.key).is_some_and(|signal| signal.watchers() == 0) {
             by_key.remove(&self.key);
         }

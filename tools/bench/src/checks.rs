@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
     ScriptCall,
 };
 use leader::{
@@ -281,8 +281,12 @@ impl<S: LeaseStore> LeaseStore for Counting<S> {
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         self.inner.state(key).await
     }
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         self.inner.watch_releases(key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.inner.watch_changes(key).await
     }
 }
 

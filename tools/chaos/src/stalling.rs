@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, ReleaseWatch, RenewOutcome,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
 };
 use leader::{Error, LeaseStore, LeaseToken};
 
@@ -122,7 +122,11 @@ impl<S: LeaseStore> LeaseStore for StallingStore<S> {
         self.inner.state(key).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         self.inner.watch_releases(key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.inner.watch_changes(key).await
     }
 }

@@ -24,7 +24,7 @@ use self::tls::Connector;
 use super::answer::{Answer, Decode};
 use super::bound::Bound;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, SlotInfo,
 };
 use crate::{Error, LeaseToken};
@@ -347,8 +347,16 @@ impl LeaseStore for PostgresStore {
         self.select_groups(prefix, suffix).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         let watched = self.bound("watch").run(self.inner.releases.watch(key)).await?;
+        watched.map_err(|error| error_class::to_error("watch", error))
+    }
+
+    /// `LISTEN`, and the announcement that the group is observed here (so its grants and
+    /// releases notify), confirmed before this returns; withdrawn after the last watch of
+    /// the group on this store goes, or with the `LISTEN` connection's session.
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        let watched = self.bound("watch").run(self.inner.releases.watch_changes(key)).await?;
         watched.map_err(|error| error_class::to_error("watch", error))
     }
 }

@@ -1,7 +1,8 @@
 //! The PostgreSQL store's part of its [`Listener`]: one dedicated `LISTEN` connection per
-//! store that turns release notifications into wake-ups of local waiters. It also
-//! announces the groups it has waiters of (a shared advisory lock per group, held by that
-//! connection), so that releases nobody waits for send no `NOTIFY`.
+//! store that turns release notifications into wake-ups of local waiters and observers,
+//! and grant notifications into wake-ups of observers. It also announces the groups it has
+//! waiters or observers of (shared advisory locks per group, held by that connection), so
+//! that releases nobody waits for, and grants nobody observes, send no `NOTIFY`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -14,9 +15,9 @@ use futures_util::StreamExt;
 
 use super::schema::Names;
 use super::tls::Connector;
-use crate::store::ReleaseWatch;
+use crate::store::GroupWatch;
 use crate::store::listener::{Connect, Connection, Listener};
-use crate::store::watch::Watchers;
+use crate::store::watch::{Interest, Watchers};
 
 /// Wakes local waiters when any process releases a slot of their group: the store's
 /// [`Listener`], and the announcements of the groups waited on here.
@@ -31,6 +32,8 @@ pub(crate) struct Listen {
     channel: String,
     announce_sql: String,
     withdraw_sql: String,
+    observe_sql: String,
+    unobserve_sql: String,
     announcements: Arc<Announcements>,
 }
 
@@ -48,20 +51,26 @@ struct Announcements {
 }
 
 /// The current listening connection (none while it is made again), and how many local
-/// waiters each announced group has.
+/// waiters (or observers) each announced group has.
 #[derive(Default)]
 struct Announced {
     listener: Option<Arc<Statements>>,
-    waiters: HashMap<String, usize>,
+    watches: HashMap<(Interest, String), usize>,
 }
 
-/// A listening connection's client (kept, or the connection closes) and its two prepared
+/// A listening connection's client (kept, or the connection closes) and its prepared
 /// statements.
 struct Statements {
     client: Client,
     announce: Statement,
     withdraw: Statement,
+    observe: Statement,
+    unobserve: Statement,
 }
+
+/// The payload's prefix of a grant's notification (a release's is the bare key; keys hold
+/// no spaces).
+const GRANTED: &str = "granted ";
 
 /// A live `LISTEN` connection: its statements, and the task that drives it (delivering its
 /// notifications), which ends when the connection does.
@@ -93,6 +102,8 @@ impl NotifyHub {
             channel: names.channel.clone(),
             announce_sql: names.announce_sql.clone(),
             withdraw_sql: names.withdraw_sql.clone(),
+            observe_sql: names.observe_sql.clone(),
+            unobserve_sql: names.unobserve_sql.clone(),
             announcements,
         };
         NotifyHub { listener: Listener::new(listen, command_timeout) }
@@ -104,21 +115,46 @@ impl NotifyHub {
     ///
     /// If the connection is being made again, the watch still works: its waiter wakes at the
     /// nearest expiry until the new connection announces the group and wakes every waiter.
-    pub(crate) async fn watch(&self, key: &str) -> Result<ReleaseWatch, tokio_postgres::Error> {
+    pub(crate) async fn watch(&self, key: &str) -> Result<GroupWatch, tokio_postgres::Error> {
+        self.watch_for(Interest::Releases, key).await
+    }
+
+    /// A watch woken by every grant and release of group `key`, and after every gap in
+    /// the connection; announced as [`watch`](Self::watch)'s is.
+    pub(crate) async fn watch_changes(
+        &self,
+        key: &str,
+    ) -> Result<GroupWatch, tokio_postgres::Error> {
+        self.watch_for(Interest::Changes, key).await
+    }
+
+    async fn watch_for(
+        &self,
+        interest: Interest,
+        key: &str,
+    ) -> Result<GroupWatch, tokio_postgres::Error> {
         self.listener.start().await?;
-        let watch = self.listener.waiters().watch(key);
+        let watch = match interest {
+            Interest::Releases => self.listener.waiters().watch(key),
+            Interest::Changes => self.listener.waiters().watch_changes(key),
+        };
         let announcements = &self.listener.part().announcements;
         // Made before the announcement's await: if the caller gives up waiting (a timeout),
         // dropping it counts the waiter out again.
-        let withdraw =
-            Withdraw { announcements: Arc::downgrade(announcements), key: key.to_owned() };
+        let withdraw = Withdraw {
+            announcements: Arc::downgrade(announcements),
+            interest,
+            key: key.to_owned(),
+        };
         let queued = {
             let mut announced = announcements.announced();
-            let count = announced.waiters.entry(key.to_owned()).or_default();
+            let count = announced.watches.entry((interest, key.to_owned())).or_default();
             *count += 1;
             let first = *count == 1;
             match (&announced.listener, first) {
-                (Some(statements), true) => Some(queue(statements, Request::Announce, key)),
+                (Some(statements), true) => {
+                    Some(queue(statements, Request::Announce(interest), key))
+                }
                 _ => None,
             }
         };
@@ -148,7 +184,10 @@ impl Connect for Listen {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(Ok(message)) = messages.next().await {
                 if let AsyncMessage::Notification(notice) = message {
-                    waiters.wake(notice.payload());
+                    match notice.payload().strip_prefix(GRANTED) {
+                        Some(key) => waiters.wake_observers(key),
+                        None => waiters.wake(notice.payload()),
+                    }
                 }
             }
         });
@@ -156,22 +195,28 @@ impl Connect for Listen {
             client.batch_execute(&format!("LISTEN {}", self.channel)).await?;
             let announce = client.prepare(&self.announce_sql).await?;
             let withdraw = client.prepare(&self.withdraw_sql).await?;
-            Ok::<_, tokio_postgres::Error>((announce, withdraw))
+            let observe = client.prepare(&self.observe_sql).await?;
+            let unobserve = client.prepare(&self.unobserve_sql).await?;
+            Ok::<_, tokio_postgres::Error>((announce, withdraw, observe, unobserve))
         };
-        let (announce, withdraw) = match ready.await {
+        let (announce, withdraw, observe, unobserve) = match ready.await {
             Ok(statements) => statements,
             Err(error) => {
                 driver.abort();
                 return Err(error);
             }
         };
-        let statements = Arc::new(Statements { client, announce, withdraw });
+        let statements = Arc::new(Statements { client, announce, withdraw, observe, unobserve });
         // The announcements went with the old connection's session.
         let queued: Vec<(String, Queued)> = {
             let mut announced = self.announcements.announced();
             announced.listener = Some(statements.clone());
-            let keys = announced.waiters.keys();
-            keys.map(|key| (key.clone(), queue(&statements, Request::Announce, key))).collect()
+            let watched = announced.watches.keys();
+            watched
+                .map(|(interest, key)| {
+                    (key.clone(), queue(&statements, Request::Announce(*interest), key))
+                })
+                .collect()
         };
         // Awaited together: they were queued in order, and a silent connection costs one
         // `answer_within`, not one per group.
@@ -206,8 +251,8 @@ impl Drop for Listening {
 /// Which of the listener's statements to run.
 #[derive(Clone, Copy)]
 enum Request {
-    Announce,
-    Withdraw,
+    Announce(Interest),
+    Withdraw(Interest),
 }
 
 /// Queues `request` for `key` on the listener's connection and returns its answer to
@@ -218,8 +263,10 @@ fn queue(statements: &Arc<Statements>, request: Request, key: &str) -> Queued {
     let (statements, key) = (statements.clone(), key.to_owned());
     let mut queued: Queued = Box::pin(async move {
         let statement = match request {
-            Request::Announce => &statements.announce,
-            Request::Withdraw => &statements.withdraw,
+            Request::Announce(Interest::Releases) => &statements.announce,
+            Request::Withdraw(Interest::Releases) => &statements.withdraw,
+            Request::Announce(Interest::Changes) => &statements.observe,
+            Request::Withdraw(Interest::Changes) => &statements.unobserve,
         };
         statements.client.execute(statement, &[&key]).await
     });
@@ -249,10 +296,11 @@ impl Announcements {
     }
 }
 
-/// Kept by a [`ReleaseWatch`]: when the last local waiter of a group goes, the group's
+/// Kept by a [`GroupWatch`]: when the last local waiter of a group goes, the group's
 /// announcement is withdrawn (its answer awaited in a task, since a drop cannot wait).
 struct Withdraw {
     announcements: Weak<Announcements>,
+    interest: Interest,
     key: String,
 }
 
@@ -263,14 +311,16 @@ impl Drop for Withdraw {
         };
         let queued = {
             let mut announced = announcements.announced();
-            let Some(count) = announced.waiters.get_mut(&self.key) else { return };
+            let watched = (self.interest, std::mem::take(&mut self.key));
+            let Some(count) = announced.watches.get_mut(&watched) else { return };
             *count -= 1;
             if *count > 0 {
                 return;
             }
-            announced.waiters.remove(&self.key);
+            announced.watches.remove(&watched);
+            self.key = watched.1;
             match &announced.listener {
-                Some(statements) => queue(statements, Request::Withdraw, &self.key),
+                Some(statements) => queue(statements, Request::Withdraw(self.interest), &self.key),
                 None => return, // the next connection announces only what is watched
             }
         };

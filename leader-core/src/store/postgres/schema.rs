@@ -24,7 +24,7 @@ const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 /// its functions) and refuses one of a newer version. Bump it when the schema text
 /// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
 /// both are done).
-const SCHEMA_VERSION: &str = "leader-core schema 6";
+const SCHEMA_VERSION: &str = "leader-core schema 7";
 
 /// What precedes the number in a schema version.
 const VERSION_PREFIX: &str = "leader-core schema ";
@@ -34,8 +34,11 @@ const VERSION_PREFIX: &str = "leader-core schema ";
 /// version does not, since a database migrated by a build in between would otherwise
 /// keep that build's functions for good.
 #[cfg(test)]
-const SCHEMA_DIGESTS: &[(&str, u64)] =
-    &[("leader-core schema 5", 776250348783746103), ("leader-core schema 6", 18106860953845036408)];
+const SCHEMA_DIGESTS: &[(&str, u64)] = &[
+    ("leader-core schema 5", 776250348783746103),
+    ("leader-core schema 6", 18106860953845036408),
+    ("leader-core schema 7", 12987311710983472742),
+];
 
 /// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` bytes); a longer `LISTEN`
 /// channel is silently truncated, and `pg_notify` refuses it.
@@ -169,6 +172,10 @@ pub(crate) struct Names {
     /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
     pub announce_sql: String,
     pub withdraw_sql: String,
+    /// Announces observers of group `$1` (waiters too, so releases notify), and withdraws
+    /// them.
+    pub observe_sql: String,
+    pub unobserve_sql: String,
 }
 
 /// What the tables must look like: (table suffix, [(column, type as
@@ -212,6 +219,16 @@ impl Names {
             announce_sql: format!("SELECT pg_advisory_lock_shared({}($1))", qualified("wait_key")),
             withdraw_sql: format!(
                 "SELECT pg_advisory_unlock_shared({}($1))",
+                qualified("wait_key")
+            ),
+            observe_sql: format!(
+                "SELECT pg_advisory_lock_shared({}($1)), pg_advisory_lock_shared({}($1))",
+                qualified("wait_key"),
+                qualified("observe_key")
+            ),
+            unobserve_sql: format!(
+                "SELECT pg_advisory_unlock_shared({}($1)), pg_advisory_unlock_shared({}($1))",
+                qualified("observe_key"),
                 qualified("wait_key")
             ),
             list_sql: format!(

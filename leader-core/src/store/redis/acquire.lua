@@ -42,6 +42,8 @@ for i = 1, #fields, 2 do
       -- The watch is kept as a live slot would be.
       latest = math.max(latest, tonumber(value))
     end
+  elseif string.byte(field) == WATCHER_BYTE then
+    -- A watcher's own announcement: "watched" above stands for it.
   else
     local expires = record_expiry(value)
     if expires and expires > now then

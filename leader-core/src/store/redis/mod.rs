@@ -3,6 +3,7 @@
 mod builder;
 mod connection;
 mod layout;
+mod observed;
 mod pubsub;
 mod reply;
 #[cfg(feature = "unstable-script-calls")]
@@ -26,7 +27,7 @@ pub use self::script_call::ScriptCall;
 use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg, WATCH};
 use super::bound::Bound;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome,
 };
 use crate::{Error, LeaseToken};
@@ -70,6 +71,10 @@ pub struct RedisStore {
 struct Inner {
     connections: Connections,
     releases: ReleaseHub,
+    /// The groups announced as observed here.
+    observed: observed::Observed,
+    /// This store's id in the groups it announces (`watcher:<id>`), made at the first.
+    watcher_id: std::sync::OnceLock<String>,
     /// Replicas that must acknowledge a grant, and how long to wait for them.
     replica_ack: Option<(u32, Duration)>,
     /// How long a group's keys outlive its last slot, in ms.
@@ -102,6 +107,8 @@ impl RedisStore {
                     replica_ack.map_or(Duration::ZERO, |(_, wait)| wait),
                 ),
                 releases: ReleaseHub::new(subscriber, command_timeout),
+                observed: observed::Observed::default(),
+                watcher_id: std::sync::OnceLock::new(),
                 replica_ack,
                 idle_group_ttl_ms: millis(idle_group_ttl),
                 description,
@@ -206,7 +213,10 @@ impl RedisStore {
     /// that subscribes to the group's [channels](RedisGroupLayout) to watch it change (the
     /// `leader watch` command calls it again before the time runs out). Without it a grant
     /// publishes nothing, and a release only when a refused candidate may be waiting.
-    /// `duration` must be between 1 ms and one day.
+    /// `duration` must be between 1 ms and one day. Each store announces for itself: an
+    /// announcement never shortens another store's, and
+    /// [`withdraw_watcher`](Self::withdraw_watcher) withdraws only this store's.
+    /// [`GroupObserver`](crate::GroupObserver)s announce through this themselves.
     ///
     /// ```no_run
     /// # async fn run(store: leader_core::RedisStore) -> Result<(), leader_core::Error> {
@@ -221,16 +231,36 @@ impl RedisStore {
                 "must be between 1ms and 1 day",
             ));
         }
+        self.watch_script(key, millis(duration)).await
+    }
+
+    /// Withdraws this store's [announcement](Self::announce_watcher) of group `key`: once no
+    /// other store's is live, the group's grants are no longer published.
+    pub async fn withdraw_watcher(&self, key: &str) -> Result<(), Error> {
+        self.watch_script(key, 0).await
+    }
+
+    async fn watch_script(&self, key: &str, duration_ms: u64) -> Result<(), Error> {
         let keys = GroupKeys::new(key)?;
+        let id = self.watcher_id()?;
         self.call(
             "watch",
             key,
             &WATCH,
             &[&keys.group()],
-            &[&millis(duration), &self.inner.idle_group_ttl_ms],
+            &[&duration_ms, &self.inner.idle_group_ttl_ms, &id],
         )
         .await?;
         Ok(())
+    }
+
+    /// This store's id in the groups it announces: random, made once.
+    fn watcher_id(&self) -> Result<&str, Error> {
+        if let Some(id) = self.inner.watcher_id.get() {
+            return Ok(id);
+        }
+        let id = LeaseToken::generate()?.to_string();
+        Ok(self.inner.watcher_id.get_or_init(|| id))
     }
 
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
@@ -382,10 +412,26 @@ impl LeaseStore for RedisStore {
         self.scan_groups(prefix, suffix).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<ReleaseWatch, Error> {
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         GroupKeys::new(key)?;
         let bound = self.bound("watch", self.command_timeout());
         bound.run(self.inner.releases.watch(key)).await?.map_err(|e| unavailable("watch", e))
+    }
+
+    /// Subscribed (grant and release channels) and announced: the group's grants and
+    /// releases are published while the watch lives, and withdrawn after the last watch of
+    /// the group on this store goes (a crashed process's announcement lapses after 15
+    /// minutes). The announcement is renewed every 5 minutes, and after every gap in the
+    /// subscription.
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        GroupKeys::new(key)?;
+        let bound = self.bound("watch", self.command_timeout());
+        let watch = bound
+            .run(self.inner.releases.watch_changes(key))
+            .await?
+            .map_err(|e| unavailable("watch", e))?;
+        let announcement = observed::announce(self, key).await?;
+        Ok(watch.holding(announcement))
     }
 }
 

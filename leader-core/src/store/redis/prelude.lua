@@ -4,7 +4,9 @@
 --   token -> "expires_ms:fence:acquired_ms:holder" for each slot,
 --   "max" -> max_leaders, "fence" -> the last fence handed out,
 --   "waiting" -> "1" while a refused candidate may be waiting for a slot,
---   "watched" -> until when (server ms) a tool watches the group change.
+--   "watched" -> until when (server ms) a tool or observer watches the group change (the
+--   latest of the "watcher:<id>" fields, one per watching store, which only the watch
+--   script reads).
 -- Each slot expires by its own record, so slots with different leases never lose one
 -- another. The hash expires `idle` ms after the longest live slot: a grant sets its expiry
 -- from every live record, a renewal only ever extends it, so it never expires while a slot
@@ -100,6 +102,10 @@ local function with_expiry(expires, rest)
 end
 
 -- Whether a "watched" field's value (or false, when there is none) is still ahead of `now`.
+-- The first byte of a "watcher:<id>" field, never that of a token (hex digits); the slot
+-- loops look for "waiting" and "watched", which share it, before they test it.
+local WATCHER_BYTE = string.byte('w')
+
 local function watched_at(value, now)
   return value and (tonumber(value) or 0) > now
 end

@@ -1,5 +1,6 @@
 //! The Redis store's part of its [`Listener`]: one pub/sub connection per store that turns
-//! release messages into wake-ups of local waiters, so waiting costs no polling.
+//! release messages into wake-ups of local waiters and observers, and grant messages into
+//! wake-ups of observers, so waiting and observing cost no polling.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,8 @@ use futures_util::StreamExt;
 use redis::RedisError;
 use redis::sentinel::SentinelClient;
 
-use super::scripts::RELEASE_CHANNEL_PREFIX;
-use crate::store::ReleaseWatch;
+use super::scripts::{GRANT_CHANNEL_PREFIX, RELEASE_CHANNEL_PREFIX};
+use crate::store::GroupWatch;
 use crate::store::listener::{Connect, Connection, Listener};
 use crate::store::watch::Watchers;
 
@@ -30,12 +31,13 @@ impl SubscriberSource {
         };
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.psubscribe(format!("{RELEASE_CHANNEL_PREFIX}*")).await?;
+        pubsub.psubscribe(format!("{GRANT_CHANNEL_PREFIX}*")).await?;
         Ok(pubsub)
     }
 }
 
-/// The store's part of its [`Listener`]: a pattern subscription to every release channel,
-/// whose messages a task turns into wake-ups.
+/// The store's part of its [`Listener`]: pattern subscriptions to every release and grant
+/// channel, whose messages a task turns into wake-ups.
 pub(crate) struct Subscribe {
     source: SubscriberSource,
 }
@@ -50,7 +52,7 @@ pub(crate) struct Subscribed {
 impl Connect for Subscribe {
     type Connection = Subscribed;
     type Error = RedisError;
-    const NAME: &'static str = "release subscription";
+    const NAME: &'static str = "Redis release and grant subscription";
 
     async fn connect(
         &self,
@@ -60,8 +62,11 @@ impl Connect for Subscribe {
         let (sink, mut messages) = self.source.subscribe(attempt).await?.split();
         let reader = tokio::spawn(async move {
             while let Some(message) = messages.next().await {
-                if let Some(key) = message.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                let channel = message.get_channel_name();
+                if let Some(key) = channel.strip_prefix(RELEASE_CHANNEL_PREFIX) {
                     waiters.wake(key);
+                } else if let Some(key) = channel.strip_prefix(GRANT_CHANNEL_PREFIX) {
+                    waiters.wake_observers(key);
                 }
             }
         });
@@ -98,8 +103,20 @@ impl ReleaseHub {
 
     /// A watch woken by every release of group `key`. The subscription is confirmed by the
     /// server before this returns, so no later release is missed.
-    pub(crate) async fn watch(&self, key: &str) -> Result<ReleaseWatch, RedisError> {
+    pub(crate) async fn watch(&self, key: &str) -> Result<GroupWatch, RedisError> {
         self.listener.start().await?;
         Ok(self.listener.waiters().watch(key))
+    }
+
+    /// A watch woken by every grant and release of group `key` published (while the group
+    /// is announced as observed), and after every gap in the subscription.
+    pub(crate) async fn watch_changes(&self, key: &str) -> Result<GroupWatch, RedisError> {
+        self.listener.start().await?;
+        Ok(self.listener.waiters().watch_changes(key))
+    }
+
+    /// The store's waiters and observers, for the announcements that follow the listener.
+    pub(crate) fn watchers(&self) -> &Arc<Watchers> {
+        self.listener.waiters()
     }
 }

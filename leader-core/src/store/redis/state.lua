@@ -10,7 +10,8 @@ for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'max' then
     reply[2] = tonumber(value) or 0
-  elseif field ~= 'fence' and field ~= 'waiting' and field ~= 'watched' then
+  elseif field ~= 'fence' and field ~= 'waiting' and field ~= 'watched'
+      and string.byte(field) ~= WATCHER_BYTE then
     local expires = record_expiry(value)
     if expires and expires > now then
       local _, fence, acquired, holder = parse_slot(value)

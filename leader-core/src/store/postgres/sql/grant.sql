@@ -1,7 +1,8 @@
 -- grant: the acquire operation, answered as an array (a scalar, so the caller's statement
 -- needs no function scan): [outcome, fence, acquired_us, expires_us, now_us, existing_max],
 -- outcome 1 granted (new, or already held by the token), 0 full (expires_us: the nearest
--- expiry), 2 live slots granted under another max_leaders (existing_max).
+-- expiry), 2 live slots granted under another max_leaders (existing_max). A new grant
+-- notifies the group's observers, if some store announced any (see observe_key).
 CREATE OR REPLACE FUNCTION __S__.__P__grant(
   p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer, p_looked boolean)
 RETURNS bigint[]
@@ -73,6 +74,10 @@ BEGIN
   INSERT INTO __S__.__P__slots (key, token, holder, fence, acquired_at, expires_at)
     VALUES (p_key, v_token, p_holder, v_fence, v_now,
             v_now + p_lease_ms * interval '1 millisecond');
+  -- Observers learn of the grant at commit; nobody else is told.
+  IF NOT pg_try_advisory_xact_lock(__S__.__P__observe_key(p_key)) THEN
+    PERFORM pg_notify('__C__', 'granted ' || p_key);
+  END IF;
   RETURN ARRAY[1, v_fence, __S__.__P__micros(v_now),
                __S__.__P__micros(v_now + p_lease_ms * interval '1 millisecond'),
                __S__.__P__micros(v_now), NULL];

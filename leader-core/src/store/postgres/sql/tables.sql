@@ -69,3 +69,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT hashtextextended(p_key, hashtext('leader-core waiting __S__.__P__groups'))
 $$;
 
+
+-- The key of the advisory lock that says someone observes a group's holders: a store's
+-- LISTEN connection holds it in shared mode (beside wait_key, so releases notify too) for
+-- every group it has observers of. A grant sends NOTIFY, with the payload 'granted <key>'
+-- (keys hold no spaces), only when it cannot take that lock exclusively.
+CREATE OR REPLACE FUNCTION __S__.__P__observe_key(p_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT hashtextextended(p_key, hashtext('leader-core observing __S__.__P__groups'))
+$$;

@@ -1,0 +1,143 @@
+//! [`GroupObserver`]: a group's holders now, and each change, without taking a slot.
+
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tokio::sync::watch;
+
+use super::reader::{self, Reading, Seen};
+use crate::store::SharedStore;
+use crate::{Error, LeaderGroupState};
+
+/// Who holds a group's slots, kept current by the store's events: made by
+/// [`LeaderGroupElector::observe`](crate::LeaderGroupElector::observe),
+/// [`LeaderElector::observe`](crate::LeaderElector::observe) or
+/// [`Leadership::observe`](crate::Leadership::observe).
+///
+/// An observer never takes, writes or holds a slot. Changes arrive from the store as
+/// events, in this process or any other: a grant, a release, a renewal that shortens a
+/// slot; an expiry (a holder that crashed) is seen by the observer's own timer at the
+/// slot's expiry, confirmed by one read. After the store's notifications were interrupted
+/// (a lost connection), the state is read again once they are back. Observers of one group
+/// made from the same store handle share one reader: one read per change, however many.
+///
+/// The holder id is what observers learn: set it to what a follower needs to reach the
+/// leader, such as `host:port`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// use leader_core::{LeaderElectionOptions, LeaderElector, MemoryStore};
+///
+/// let store = MemoryStore::new();
+/// let options = LeaderElectionOptions::new().holder_id("10.0.0.7:8080");
+/// let elector = LeaderElector::new(store, options)?;
+/// let mut observer = elector.observe("billing").await?;
+/// assert!(observer.current().is_empty());
+///
+/// let (done, finish) = tokio::sync::oneshot::channel::<()>();
+/// let leader = tokio::spawn({
+///     let elector = elector.clone();
+///     async move { elector.run_if_leader("billing", |_| async { finish.await.ok(); }).await }
+/// });
+/// let state = observer.changed().await?; // the grant
+/// assert_eq!(state.leaders[0].holder, "10.0.0.7:8080");
+/// done.send(()).unwrap();
+/// leader.await.unwrap()?;
+/// assert!(observer.changed().await?.is_empty()); // the release
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct GroupObserver {
+    name: String,
+    key: String,
+    /// The observer's own `max_leaders`, reported while no slot is live.
+    max_leaders: u32,
+    seen: watch::Receiver<Seen>,
+    _reading: Arc<Reading>,
+}
+
+impl GroupObserver {
+    /// An observer of group `name` (store key `key`), once the group has been read; fails
+    /// with the first read's error when the store cannot be read now.
+    pub(crate) async fn start(
+        store: &SharedStore,
+        name: &str,
+        key: String,
+        max_leaders: u32,
+    ) -> Result<Self, Error> {
+        let reading = reader::reading(store, &key);
+        let mut seen = reading.subscribe();
+        let failure =
+            match seen.wait_for(|seen| seen.read.is_some() || seen.failure.is_some()).await {
+                Ok(first) if first.read.is_none() => first.failure.clone(),
+                // The reader's sender lives as long as `reading`, so this is never an `Err`.
+                _ => None,
+            };
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        Ok(GroupObserver { name: name.to_owned(), key, max_leaders, seen, _reading: reading })
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The group's store key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The group's holders as last read, each slot's `expires_in` counted down since the
+    /// read (to zero at the expiry the store reported, when the observer looks again). No
+    /// I/O; while the store is unreachable, this is the last state read, and
+    /// [`changed`](Self::changed) reports the failure.
+    pub fn current(&self) -> LeaderGroupState {
+        let seen = self.seen.borrow();
+        self.state_of(&seen)
+    }
+
+    /// Waits for the next change of the group's holders (a grant, a release, an expiry, a
+    /// new `max_leaders` after the group emptied) and returns the state after it. A store
+    /// failure ends the wait with that error (transient: the observer keeps trying, and the
+    /// next `changed()` returns the state once the store answers again). Cancel-safe.
+    pub async fn changed(&mut self) -> Result<LeaderGroupState, Error> {
+        if self.seen.changed().await.is_err() {
+            // The reader's sender lives as long as this observer holds the reader.
+            std::future::pending::<()>().await;
+        }
+        let seen = self.seen.borrow_and_update().clone();
+        match seen.failure {
+            Some(error) => Err(error),
+            None => Ok(self.state_of(&seen)),
+        }
+    }
+
+    /// The observer as a stream of [`changed`](Self::changed)'s results, for `StreamExt`
+    /// users; it never ends.
+    pub fn into_stream(self) -> impl Stream<Item = Result<LeaderGroupState, Error>> + Send {
+        futures_util::stream::unfold(self, |mut observer| async move {
+            let next = observer.changed().await;
+            Some((next, observer))
+        })
+    }
+
+    fn state_of(&self, seen: &Seen) -> LeaderGroupState {
+        let (snapshot, elapsed) = match &seen.read {
+            Some(read) => (read.snapshot.clone(), read.sent_at.elapsed()),
+            None => (Default::default(), std::time::Duration::ZERO),
+        };
+        let mut leaders = snapshot.leaders;
+        for slot in &mut leaders {
+            slot.expires_in = slot.expires_in.saturating_sub(elapsed);
+        }
+        LeaderGroupState {
+            name: self.name.clone(),
+            key: self.key.clone(),
+            max_leaders: snapshot.max_leaders.unwrap_or(self.max_leaders),
+            active_count: leaders.len() as u32,
+            leaders,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The one reader of a group per store handle in a process. It watches the group's changes
+//! ([`LeaseStore::watch_changes`]), reads the group's state once per change and at its
+//! nearest expiry, and shares each read with every observer of the group made from that
+//! store handle: a thousand observers cost one watch and one read per change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::store::{GroupSnapshot, GroupWatch, SharedStore};
+use crate::{Error, telemetry};
+
+/// How long after a slot's expiry (as the last read saw it) the reader looks again: the
+/// store rounds a slot's time to live down, so the slot is gone, or renewed, by then.
+const AFTER_EXPIRY: Duration = Duration::from_millis(1);
+
+/// How often a reader over a store without change notifications reads the state.
+pub(crate) const POLL_EVERY: Duration = Duration::from_secs(1);
+
+/// The longest pause between reads after the store failed.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// What the reader has seen of its group.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seen {
+    /// The last state read, if any.
+    pub read: Option<Read>,
+    /// The failure of the last attempt, until a read succeeds again.
+    pub failure: Option<Error>,
+}
+
+/// One read of the group's state.
+#[derive(Debug, Clone)]
+pub(crate) struct Read {
+    pub snapshot: GroupSnapshot,
+    /// When the read was sent: each slot lives at least `expires_in` past this.
+    pub sent_at: Instant,
+}
+
+/// A group's reader, shared by its observers: the reading task runs while one is alive.
+pub(crate) struct Reading {
+    seen: Arc<watch::Sender<Seen>>,
+    task: tokio::task::AbortHandle,
+    registered_as: (usize, String),
+}
+
+impl Reading {
+    /// What the reader saw, and each change from now on.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Seen> {
+        self.seen.subscribe()
+    }
+}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reading").field("key", &self.registered_as.1).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.task.abort();
+        let mut readings = registry();
+        if readings.get(&self.registered_as).is_some_and(|weak| weak.strong_count() == 0) {
+            readings.remove(&self.registered_as);
+        }
+    }
+}
+
+/// The readers alive in this process, by store handle and key.
+type Registry = HashMap<(usize, String), Weak<Reading>>;
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    static READINGS: OnceLock<Mutex<Registry>> = OnceLock::new();
+    let readings = READINGS.get_or_init(Mutex::default);
+    readings.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The reader of `key` on `store`, started if none is alive. Observers made from the same
+/// store handle (the same `Arc`) share one.
+pub(crate) fn reading(store: &SharedStore, key: &str) -> Arc<Reading> {
+    // The reader holds the store, so its address names it for as long as the entry lives.
+    let registered_as = (Arc::as_ptr(store) as *const () as usize, key.to_owned());
+    let mut readings = registry();
+    if let Some(reading) = readings.get(&registered_as).and_then(Weak::upgrade) {
+        return reading;
+    }
+    let seen = Arc::new(watch::Sender::new(Seen::default()));
+    let task = tokio::spawn(read_changes(store.clone(), key.to_owned(), seen.clone()));
+    let reading = Arc::new(Reading { seen, task: task.abort_handle(), registered_as });
+    readings.insert(reading.registered_as.clone(), Arc::downgrade(&reading));
+    reading
+}
+
+/// The reading task: watch, read, share, and wait for the next change or expiry.
+async fn read_changes(store: SharedStore, key: String, seen: Arc<watch::Sender<Seen>>) {
+    let mut backoff = Backoff::new(FIRST_PAUSE, MAX_PAUSE);
+    let mut changes: Option<GroupWatch> = None;
+    let mut polling = false;
+    loop {
+        if changes.is_none() && !polling {
+            match store.watch_changes(&key).await {
+                Ok(watch) => changes = Some(watch),
+                Err(Error::Unsupported { .. }) => polling = true,
+                Err(error) => {
+                    failed(&seen, &key, error);
+                    sleep(backoff.next_pause()).await;
+                    continue;
+                }
+            }
+        }
+        let sent_at = Instant::now();
+        let look_again = match telemetry::state(&*store, &key).await {
+            Ok(snapshot) => {
+                backoff.reset();
+                let nearest = snapshot.leaders.iter().map(|slot| slot.expires_in).min();
+                shared(&seen, &key, Read { snapshot, sent_at });
+                nearest.map(|expires_in| sent_at + expires_in + AFTER_EXPIRY)
+            }
+            Err(error) => {
+                failed(&seen, &key, error);
+                Some(Instant::now() + backoff.next_pause())
+            }
+        };
+        let look_again = match (look_again, polling) {
+            (at, false) => at,
+            (Some(at), true) => Some(at.min(Instant::now() + POLL_EVERY)),
+            (None, true) => Some(Instant::now() + POLL_EVERY),
+        };
+        tokio::select! {
+            () = woken(&mut changes) => {}
+            () = until(look_again) => {}
+        }
+    }
+}
+
+async fn woken(changes: &mut Option<GroupWatch>) {
+    match changes {
+        Some(changes) => changes.woken().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Shares `read`, waking the observers only if the holders changed (or the last attempt
+/// had failed); a read that finds the same holders only refreshes their times to live.
+fn shared(seen: &watch::Sender<Seen>, key: &str, read: Read) {
+    seen.send_if_modified(|seen| {
+        let changed = seen.failure.is_some()
+            || seen.read.as_ref().is_none_or(|last| !same_holders(&last.snapshot, &read.snapshot));
+        if changed {
+            let holders: Vec<(&str, u64)> = read
+                .snapshot
+                .leaders
+                .iter()
+                .map(|slot| (slot.holder.as_str(), slot.fence))
+                .collect();
+            tracing::debug!(group = key, ?holders, "leader.observed");
+        }
+        *seen = Seen { read: Some(read), failure: None };
+        changed
+    });
+}
+
+/// Shares a failure with the observers (each `changed()` reports it), keeping the last
+/// state read for `current()`.
+fn failed(seen: &watch::Sender<Seen>, key: &str, error: Error) {
+    tracing::debug!(group = key, %error, "leader.observe failed");
+    seen.send_modify(|seen| seen.failure = Some(error));
+}
+
+/// Whether two reads show the same holders: the same slots (holder and fence) under the
+/// same `max_leaders`.
+fn same_holders(a: &GroupSnapshot, b: &GroupSnapshot) -> bool {
+    a.max_leaders == b.max_leaders
+        && a.leaders.len() == b.leaders.len()
+        && a.leaders.iter().zip(&b.leaders).all(|(a, b)| a.holder == b.holder && a.fence == b.fence)
+}

@@ -1,0 +1,108 @@
+//! Keeping a group announced as observed while this store has observers of it, so that its
+//! grants (and releases) are published: the first observer's announcement is awaited, a task
+//! renews it every [`RENEW_EVERY`] and again after each gap in the subscription (the server
+//! may have lost it), and the last observer's leaving withdraws it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+use super::RedisStore;
+use crate::Error;
+use crate::backoff::{Backoff, FIRST_PAUSE};
+
+/// How long one announcement lasts: the most a crashed observer's process keeps a group's
+/// grants published.
+pub(crate) const OBSERVE_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// How often an announcement is renewed while observers remain: one command per observed
+/// group and store, whatever the number of observers.
+pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(5 * 60);
+
+/// The groups this store announces, each while a change watch of it lives.
+#[derive(Default)]
+pub(crate) struct Observed {
+    by_key: Mutex<HashMap<String, Weak<Announcement>>>,
+}
+
+/// One group's announcement, kept by its observers' watches.
+pub(crate) struct Announcement {
+    store: RedisStore,
+    key: String,
+    /// Set once the first announcement was answered; every watch waits for it.
+    announced: OnceCell<()>,
+    renewal: tokio::task::AbortHandle,
+}
+
+impl Observed {
+    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Announcement>>> {
+        self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn is_announced(&self, key: &str) -> bool {
+        self.by_key().get(key).is_some_and(|weak| weak.strong_count() > 0)
+    }
+}
+
+/// The announcement of `key`, made if this store has none, once the server has it.
+pub(crate) async fn announce(store: &RedisStore, key: &str) -> Result<Arc<Announcement>, Error> {
+    let announcement = {
+        let mut by_key = store.inner.observed.by_key();
+        match by_key.get(key).and_then(Weak::upgrade) {
+            Some(announcement) => announcement,
+            None => {
+                let renewal = tokio::spawn(renew(store.clone(), key.to_owned())).abort_handle();
+                let announcement = Arc::new(Announcement {
+                    store: store.clone(),
+                    key: key.to_owned(),
+                    announced: OnceCell::new(),
+                    renewal,
+                });
+                by_key.insert(key.to_owned(), Arc::downgrade(&announcement));
+                announcement
+            }
+        }
+    };
+    announcement.announced.get_or_try_init(|| store.announce_watcher(key, OBSERVE_FOR)).await?;
+    Ok(announcement)
+}
+
+/// Renews `key`'s announcement every [`RENEW_EVERY`], and at once after a gap in the
+/// subscription, then wakes the group's observers, which read the state again: a grant
+/// made while the server had lost the announcement is seen then.
+async fn renew(store: RedisStore, key: String) {
+    let mut restorations = store.inner.releases.watchers().restorations();
+    loop {
+        let restored = tokio::select! {
+            () = tokio::time::sleep(RENEW_EVERY) => false,
+            () = restorations.woken() => true,
+        };
+        let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
+        while let Err(error) = store.announce_watcher(&key, OBSERVE_FOR).await {
+            tracing::debug!(group = %key, %error, "redis: renewing an observed group's announcement");
+            tokio::time::sleep(backoff.next_pause()).await;
+        }
+        if restored {
+            store.inner.releases.watchers().wake_observers(&key);
+        }
+    }
+}
+
+impl Drop for Announcement {
+    fn drop(&mut self) {
+        self.renewal.abort();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
+        runtime.spawn(async move {
+            if let Err(error) = store.withdraw_watcher(&key).await {
+                tracing::debug!(group = %key, %error, "redis: withdrawing an observed group");
+            }
+            // An observer that came while the withdrawal was on its way is announced again.
+            if store.inner.observed.is_announced(&key) {
+                let _ = store.announce_watcher(&key, OBSERVE_FOR).await;
+            }
+        });
+    }
+}
