@@ -37,6 +37,16 @@ impl LeaderElector {
         Ok(LeaderElector { group: LeaderGroupElector::new(store, options)? })
     }
 
+    /// An elector over a store already shared as `Arc<dyn LeaseStore>`; see
+    /// [`LeaderGroupElector::from_shared_store`].
+    pub fn from_shared_store(
+        store: std::sync::Arc<dyn LeaseStore>,
+        options: LeaderElectionOptions,
+    ) -> Result<Self, Error> {
+        let options = LeaderGroupElectionOptions::from_election(1, options);
+        Ok(LeaderElector { group: LeaderGroupElector::from_shared_store(store, options)? })
+    }
+
     /// This candidate's holder id.
     pub fn holder_id(&self) -> &str {
         self.group.holder_id()

@@ -75,9 +75,12 @@ impl LeaderGroupElector {
         Self::from_shared_store(Arc::new(store), options)
     }
 
-    /// An elector over a store already shared as `Arc<dyn LeaseStore>` (such as the
-    /// process-wide [`default_store`](crate::default_store)), after checking every option.
-    pub(crate) fn from_shared_store(
+    /// An elector over a store already shared as `Arc<dyn LeaseStore>` (what
+    /// [`store::connect`](crate::store::connect) returns, or the process-wide
+    /// [`default_store`](crate::default_store)), after checking every option. Electors made
+    /// over one shared store share its observers' readers: one read per change of a group
+    /// for all their [`observe`](Self::observe)rs.
+    pub fn from_shared_store(
         store: Arc<dyn LeaseStore>,
         options: LeaderGroupElectionOptions,
     ) -> Result<Self, Error> {

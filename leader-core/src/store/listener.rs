@@ -130,6 +130,10 @@ async fn follow<C: Connect>(inner: Weak<Inner<C>>, first: C::Connection) {
             tracing::warn!("{} lost; waiters fall back to expiry timers until it is back", C::NAME);
             if let Some(inner) = inner.upgrade() {
                 inner.connect.lost();
+                // Observers read the state now, and again after each failed reconnect: a
+                // change while the listener is down is seen (or the store's failure
+                // reported) within one pause, never hidden behind a silent state.
+                inner.waiters.wake_observers_all();
             }
         }
         let Some(strong) = inner.upgrade() else { return };
@@ -144,6 +148,7 @@ async fn follow<C: Connect>(inner: Weak<Inner<C>>, first: C::Connection) {
             Err(error) => {
                 let pause = backoff.next_pause();
                 tracing::debug!(%error, ?pause, "{}: reconnect failed", C::NAME);
+                strong.waiters.wake_observers_all();
                 drop(strong);
                 tokio::time::sleep(pause).await;
             }

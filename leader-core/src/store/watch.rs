@@ -197,6 +197,11 @@ impl Watchers {
         self.changes.by_key().values().for_each(GroupSignal::wake);
     }
 
+    /// Wakes every observer (the listener is down: they read the state themselves).
+    pub(crate) fn wake_observers_all(&self) {
+        self.changes.by_key().values().for_each(GroupSignal::wake);
+    }
+
     /// A watch woken each time the listener is back after a gap.
     #[cfg(feature = "redis")]
     pub(crate) fn restorations(&self) -> GroupWatch {

@@ -1,0 +1,196 @@
+//! Observation across connections, as across processes: the observer on one store (its own
+//! connections, subscription or LISTEN), the candidates on others, against real Redis and
+//! PostgreSQL servers; and an observer through a server's loss and return.
+
+mod support;
+
+use std::time::Duration;
+
+use leader::store::SharedStore;
+use leader::{
+    GroupObserver, LeaderElectionOptions, LeaderElector, LeaderGroupState, LeaseStore, LeaseToken,
+};
+use support::postgres_server::PostgresServer;
+use support::redis::group_key;
+use support::redis_server::RedisServer;
+use support::{granted_fence, request_for, token};
+use tokio::time::{Instant, timeout};
+
+const SECOND: Duration = Duration::from_secs(1);
+const KEY: &str = "leader:observed";
+
+/// Three stores on one server, each with its own connections: what three processes have.
+async fn stores(url: &str) -> [SharedStore; 3] {
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        stores.push(leader::store::connect(url).await.expect("connect"));
+    }
+    stores.try_into().unwrap()
+}
+
+fn holders(state: &LeaderGroupState) -> Vec<(String, u64)> {
+    state.leaders.iter().map(|slot| (slot.holder.clone(), slot.fence)).collect()
+}
+
+/// The observer's next change, within 5 s.
+async fn next(observer: &mut GroupObserver) -> Vec<(String, u64)> {
+    let state = timeout(5 * SECOND, observer.changed()).await.expect("a change in 5 s");
+    holders(&state.expect("the store answers"))
+}
+
+/// Slot `token` of the observed group for `holder`, living `lease`: its fence.
+async fn take(store: &SharedStore, holder: &'static str, held: LeaseToken, lease: Duration) -> u64 {
+    let mut request = request_for(KEY, 1, held, lease);
+    request.holder = holder;
+    granted_fence(store.acquire(request).await.unwrap())
+}
+
+/// Grant, release, a crashed holder's expiry and a hand-over to a waiting candidate, each
+/// seen by an observer on another connection, in order, with the right holders and fences.
+async fn an_observer_on_another_connection_sees_every_change(url: &str) {
+    let [observing, first, second] = stores(url).await;
+    let options = LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY));
+    let mut observer = LeaderElector::from_shared_store(observing, options.clone())
+        .unwrap()
+        .observe("observed")
+        .await
+        .unwrap();
+    assert!(observer.current().is_empty());
+
+    // A grant, then its release.
+    let held = token();
+    let fence = take(&first, "10.0.0.1:8080", held, 10 * SECOND).await;
+    assert_eq!(next(&mut observer).await, [("10.0.0.1:8080".to_owned(), fence)]);
+    first.release(KEY, held, Duration::ZERO).await.unwrap();
+    assert_eq!(next(&mut observer).await, []);
+
+    // A holder that crashed: never renewed, never released; seen when its lease ends.
+    let lease = Duration::from_millis(300);
+    let sent = Instant::now();
+    let crashed = take(&second, "10.0.0.2:8080", token(), lease).await;
+    assert!(crashed > fence);
+    assert_eq!(next(&mut observer).await, [("10.0.0.2:8080".to_owned(), crashed)]);
+    assert_eq!(next(&mut observer).await, [], "the crashed holder's expiry");
+    assert!(sent.elapsed() >= lease, "seen {:?} after the grant", sent.elapsed());
+
+    // A hand-over: a candidate waiting on a held group takes it at the release.
+    let held = token();
+    let before = take(&first, "10.0.0.1:8080", held, 10 * SECOND).await;
+    assert_eq!(next(&mut observer).await, [("10.0.0.1:8080".to_owned(), before)]);
+    let waiting = LeaderElector::from_shared_store(
+        second.clone(),
+        options.holder_id("10.0.0.3:8080").wait_time(5 * SECOND),
+    )
+    .unwrap();
+    let (done, finish) = tokio::sync::oneshot::channel::<()>();
+    let candidate = tokio::spawn(async move {
+        waiting
+            .run_if_leader("observed", |lease| async move {
+                finish.await.ok();
+                lease.fence()
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await; // the candidate waits
+    first.release(KEY, held, Duration::ZERO).await.unwrap();
+    // The release and the grant may reach the observer as one change or two.
+    let mut seen = next(&mut observer).await;
+    if seen.is_empty() {
+        seen = next(&mut observer).await;
+    }
+    let [(holder, taken)] = seen.as_slice() else { panic!("one holder: {seen:?}") };
+    assert_eq!(holder, "10.0.0.3:8080");
+    assert!(*taken > before);
+    done.send(()).unwrap();
+    let ran = candidate.await.unwrap().unwrap();
+    assert_eq!(ran.elected(), Some(*taken), "the observer saw the candidate's own fence");
+    assert_eq!(next(&mut observer).await, [], "the candidate's release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_an_observer_on_another_connection_sees_every_change() {
+    let server = RedisServer::start();
+    an_observer_on_another_connection_sees_every_change(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_an_observer_on_another_connection_sees_every_change() {
+    let server = PostgresServer::start();
+    an_observer_on_another_connection_sees_every_change(&server.url()).await;
+}
+
+/// A server that goes away: `changed()` reports the failure (never a frozen state), and
+/// once the server is back (here without its data, so without the announcement that had
+/// its grants published) a grant is seen again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_reports_a_lost_redis_and_recovers_when_it_is_back() {
+    let mut server = RedisServer::start();
+    let [observing, candidate, _] = stores(&server.url()).await;
+    let options = LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY));
+    let mut observer = LeaderElector::from_shared_store(observing, options)
+        .unwrap()
+        .observe("observed")
+        .await
+        .unwrap();
+    server.kill();
+    let failed = timeout(5 * SECOND, observer.changed()).await.expect("told within 5 s");
+    let error = failed.expect_err("the server is gone");
+    assert!(error.is_transient(), "{error:?}");
+    server.restart();
+    // Back: the observer reads the (now empty) group again, and its store subscribes again.
+    loop {
+        match timeout(5 * SECOND, observer.changed()).await.expect("a change in 5 s") {
+            Ok(state) => break assert!(state.is_empty(), "{state:?}"),
+            Err(error) => assert!(error.is_transient(), "{error:?}"),
+        }
+    }
+    support::eventually(5 * SECOND, "the subscription is back", || async {
+        server.cli(&["PUBSUB", "NUMPAT"]) == "2"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Only a published grant can tell the observer now: the group had no slot to time.
+    let mut request = request_for(KEY, 1, token(), 10 * SECOND);
+    request.holder = "10.0.0.9:8080";
+    let fence = granted_fence(candidate.acquire(request).await.expect("the candidate is back"));
+    let seen = next(&mut observer).await;
+    assert_eq!(seen, [("10.0.0.9:8080".to_owned(), fence)]);
+}
+
+/// The last observer's leaving withdraws the store's announcement: Redis publishes the
+/// group's grants no more, and PostgreSQL's LISTEN connection lets go of its locks.
+#[tokio::test]
+async fn dropping_the_last_observer_withdraws_its_announcement() {
+    let server = RedisServer::start();
+    let store = leader::RedisStore::connect(&server.url()).await.unwrap();
+    let elector = LeaderElector::new(
+        store.clone(),
+        LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY)),
+    )
+    .unwrap();
+    let (first, second) =
+        (elector.observe("observed").await.unwrap(), elector.observe("observed").await.unwrap());
+    let watched = || server.cli(&["HEXISTS", &group_key(KEY), "watched"]);
+    assert_eq!(watched(), "1");
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(watched(), "1", "one observer is left");
+    drop(second);
+    support::eventually(5 * SECOND, "the announcement is withdrawn", || async { watched() == "0" })
+        .await;
+
+    let server = PostgresServer::start();
+    let store = leader::PostgresStore::connect(&server.url()).await.unwrap();
+    let observer = LeaderElector::new(
+        store,
+        LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY)),
+    )
+    .unwrap()
+    .observe("observed")
+    .await
+    .unwrap();
+    let locks = || server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'");
+    assert_eq!(locks(), "2", "the wait and observe locks");
+    drop(observer);
+    support::eventually(5 * SECOND, "the locks are let go", || async { locks() == "0" }).await;
+}
