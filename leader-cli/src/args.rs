@@ -47,13 +47,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Redraw a group's state whenever a slot is granted, released or expires.
+    /// Print a group's holders each time they change (a grant, a release, an expiry), with
+    /// the time, holder and fence: from the store's events, with no polling.
     Watch {
         /// The group's name.
         group: String,
         /// Stop after this long (default: until Ctrl-C).
         #[arg(long, value_parser = humantime::parse_duration)]
         duration: Option<Duration>,
+        /// Print one JSON object per change (with `at`, the time it was seen) instead of a
+        /// table.
+        #[arg(long)]
+        json: bool,
     },
     /// List the groups under the namespace (standalone Redis, or PostgreSQL).
     Groups {
@@ -107,14 +112,6 @@ impl Cli {
             )
             .into()),
         }
-    }
-
-    /// Whether the URL names one Redis or Valkey server, whose channels `watch` follows
-    /// (through Sentinel or on a Cluster it follows the store's release notifications).
-    pub fn is_standalone_redis(&self) -> bool {
-        ["redis://", "rediss://", "unix://", "redis+unix://"]
-            .iter()
-            .any(|s| self.url.starts_with(s))
     }
 
     /// The store key of `group`.

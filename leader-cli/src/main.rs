@@ -20,7 +20,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::State { group, json } => state::run(&cli, group, *json).await,
-        Command::Watch { group, duration } => watch::run(&cli, group, *duration).await,
+        Command::Watch { group, duration, json } => watch::run(&cli, group, *duration, *json).await,
         Command::Groups { json } => groups::run(&cli, *json).await,
         Command::Release { group, token } => release::run(&cli, group, token).await,
     };

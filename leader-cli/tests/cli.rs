@@ -24,7 +24,7 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-async fn hold(store: &RedisStore, key: &str, holder: &str) -> (LeaseToken, u64) {
+async fn hold(store: &dyn LeaseStore, key: &str, holder: &str) -> (LeaseToken, u64) {
     let token = LeaseToken::generate().unwrap();
     let request = AcquireRequest::new(
         key,
@@ -188,6 +188,43 @@ async fn watch_redraws_when_slots_are_granted_and_released() {
     store.release("leader:pool", token, Duration::ZERO).await.unwrap();
     let released = next_frame();
     assert!(released.contains("no live slots"), "{released}");
+    watcher.kill().unwrap();
+    let _ = watcher.wait();
+}
+
+/// `watch --json` on PostgreSQL: one JSON object per change, with the time it was seen, the
+/// holder and the fence, from the store's notifications (a grant included).
+#[tokio::test]
+async fn watch_prints_one_json_object_per_change_on_postgres() {
+    use leader::PostgresStore;
+    use leader_testkit::postgres_server::PostgresServer;
+
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_leader"))
+        .args(["--url", &server.url(), "watch", "pool", "--json", "--duration", "60s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(serde_json::from_str(&line).expect("one JSON object per line"));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(10)).expect("a change within 10 s");
+
+    let first = next();
+    assert_eq!((first["group"].as_str(), first["active"].as_u64()), (Some("pool"), Some(0)));
+    assert!(first["at"].as_str().is_some_and(|at| at.ends_with('Z')), "{first}");
+    let (token, fence) = hold(&store, "leader:pool", "10.0.0.5:8080").await;
+    let granted = next();
+    assert_eq!(granted["slots"][0]["holder"], "10.0.0.5:8080", "{granted}");
+    assert_eq!(granted["slots"][0]["fence"], fence, "{granted}");
+    store.release("leader:pool", token, Duration::ZERO).await.unwrap();
+    assert_eq!(next()["active"], 0);
     watcher.kill().unwrap();
     let _ = watcher.wait();
 }
