@@ -10,6 +10,7 @@
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! cargo run -p leader-bench --release -- --workloads   # only W1 and W2 of every library
 //! cargo run -p leader-bench --release -- --floor       # only the server's floor per cycle
+//! cargo run -p leader-bench --release -- --observe     # only observation across processes
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -19,6 +20,7 @@ mod checks;
 mod contenders;
 mod floor;
 mod heap;
+mod observe;
 mod postgres;
 mod server;
 mod stats;
@@ -50,6 +52,12 @@ async fn main() {
         checks::hold_until_killed(url, key, lease_ms.parse().expect("lease in ms")).await;
         return;
     }
+    if let [flag, url, key, count] = args.as_slice()
+        && flag == "--observer"
+    {
+        observe::observer_process(url, key, count.parse().expect("a count")).await;
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--postgres-only") {
         postgres::run(quick, &|line| println!("{line}")).await;
@@ -70,6 +78,10 @@ async fn main() {
 
     let server = Server::start();
     SERVER_URL.set(server.url()).unwrap();
+    if args.iter().any(|a| a == "--observe") {
+        observation(&server, quick, &|line| println!("{line}")).await;
+        return;
+    }
     if args.iter().any(|a| a == "--floor") {
         for _ in 0..2 {
             let floor = floor::floor(&server, 200_000).await;
@@ -310,6 +322,9 @@ async fn main() {
     ));
     report.insert("name_cache_ns".into(), json!({"hit": hit, "miss": miss}));
 
+    // Observation across processes, on Redis and PostgreSQL.
+    report.insert("observation".into(), observation(&server, quick, &say).await);
+
     // PostgreSQL.
     let postgres = postgres::run(quick, &say).await;
     report.insert("postgres".into(), postgres);
@@ -339,4 +354,26 @@ async fn main() {
     if as_json {
         println!("{}", serde_json::Value::Object(report));
     }
+}
+
+/// The observation section on the bench's Redis server and on a private PostgreSQL one.
+async fn observation(server: &Server, quick: bool, say: &dyn Fn(String)) -> serde_json::Value {
+    let samples = if quick { 20 } else { 200 };
+    let candidate = leader::RedisStore::connect(&server.url()).await.unwrap();
+    let idle = |window: Duration| {
+        server.reset_stats();
+        std::thread::sleep(window);
+        let mut sent: Vec<(String, u64)> = server.client_commands_by_name().into_iter().collect();
+        sent.sort();
+        let total: u64 = sent.iter().map(|(_, n)| n).sum();
+        let named: Vec<String> = sent.iter().map(|(name, n)| format!("{n} {name}")).collect();
+        let subscribers = server.cli(&["CLIENT", "LIST", "TYPE", "pubsub"]).lines().count() as u64;
+        (format!("{total} commands ({})", named.join(", ")), subscribers)
+    };
+    let redis = observe::run("Redis", &server.url(), &candidate, samples, Some(&idle), say).await;
+    let postgres_server = leader_testkit::postgres_server::PostgresServer::start();
+    let candidate = leader::PostgresStore::connect(&postgres_server.url()).await.unwrap();
+    let postgres =
+        observe::run("PostgreSQL", &postgres_server.url(), &candidate, samples, None, say).await;
+    json!({"redis": redis, "postgres": postgres})
 }

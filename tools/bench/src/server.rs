@@ -48,6 +48,11 @@ impl Server {
         self.0.client_commands().values().sum()
     }
 
+    /// Commands clients sent since the last reset, by name.
+    pub fn client_commands_by_name(&self) -> std::collections::HashMap<String, u64> {
+        self.0.client_commands()
+    }
+
     /// Requests per second `redis-benchmark` reaches with `args`.
     pub fn redis_benchmark(
         &self,
