@@ -18,4 +18,6 @@ mod docs {
     struct RedisStore;
     #[doc = include_str!("../docs/postgres-store.md")]
     struct PostgresStore;
+    #[doc = include_str!("../docs/observation.md")]
+    struct Observation;
 }
