@@ -161,5 +161,34 @@ async fn a_scripted_sequence_of_elections_is_counted() {
         ),
         3
     );
+
+    // Observed changes: one per change per process, however many observers.
+    let observed_store = MemoryStore::new();
+    let elector = LeaderElector::new(observed_store.clone(), LeaderElectionOptions::new()).unwrap();
+    let mut observers = Vec::new();
+    for _ in 0..10 {
+        observers.push(elector.observe("observed").await.unwrap());
+    }
+    let (done, finish) = tokio::sync::oneshot::channel::<()>();
+    let holder = tokio::spawn({
+        let elector = elector.clone();
+        async move {
+            elector
+                .run_if_leader("observed", |_| async {
+                    finish.await.ok();
+                })
+                .await
+        }
+    });
+    for observer in &mut observers {
+        assert_eq!(observer.changed().await.unwrap().active_count, 1);
+    }
+    done.send(()).unwrap();
+    holder.await.unwrap().unwrap();
+    for observer in &mut observers {
+        assert!(observer.changed().await.unwrap().is_empty());
+    }
+    let observed = &[("group", "leader:observed"), ("outcome", "changed")];
+    assert_eq!(metrics.counter("leader_observed_changes_total", observed), 2);
     leadership.stop().await;
 }

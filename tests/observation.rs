@@ -194,3 +194,83 @@ async fn dropping_the_last_observer_withdraws_its_announcement() {
     drop(observer);
     support::eventually(5 * SECOND, "the locks are let go", || async { locks() == "0" }).await;
 }
+
+/// A store without change events (`watch_changes` left to its default): observers read its
+/// state once a second instead, and still see every change that lasts.
+#[derive(Debug, Clone, Default)]
+struct WithoutChangeEvents(leader::MemoryStore);
+
+#[async_trait::async_trait]
+impl LeaseStore for WithoutChangeEvents {
+    fn kind(&self) -> &'static str {
+        "no-change-events"
+    }
+
+    async fn acquire(
+        &self,
+        request: leader::store::AcquireRequest<'_>,
+    ) -> Result<leader::store::AcquireOutcome, leader::Error> {
+        self.0.acquire(request).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<leader::store::RenewOutcome, leader::Error> {
+        self.0.renew(key, token, lease_time).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<leader::store::ReleaseOutcome, leader::Error> {
+        self.0.release(key, token, min_lease_time).await
+    }
+
+    async fn state(&self, key: &str) -> Result<leader::store::GroupSnapshot, leader::Error> {
+        self.0.state(key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<leader::store::GroupWatch, leader::Error> {
+        self.0.watch_releases(key).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_without_change_events_is_read_once_a_second() {
+    let store = WithoutChangeEvents::default();
+    let options = LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY));
+    let mut observer =
+        LeaderElector::new(store.clone(), options).unwrap().observe("x").await.unwrap();
+    let shared: SharedStore = std::sync::Arc::new(store);
+    let fence = take(&shared, "10.0.0.4:8080", token(), 60 * SECOND).await;
+    let started = Instant::now();
+    assert_eq!(next(&mut observer).await, [("10.0.0.4:8080".to_owned(), fence)]);
+    assert!(started.elapsed() <= SECOND, "seen within a second: {:?}", started.elapsed());
+}
+
+/// `Leadership::observe()` sees the role's terms, this instance's own included, and the
+/// observer's stream gives the same changes.
+#[tokio::test]
+async fn a_leadership_observes_its_own_role() {
+    use futures_util::StreamExt;
+    use leader::{Leadership, LeadershipOptions};
+
+    let store = leader::MemoryStore::new();
+    let options = LeadershipOptions::new().holder_id("10.0.0.5:8080");
+    let leadership = Leadership::start("scheduler", store, options).unwrap();
+    let observer = leadership.observe().await.unwrap();
+    assert_eq!(observer.key(), "leader:scheduler");
+    let mut changes = Box::pin(observer.into_stream());
+    if leadership.fence().is_none() {
+        let state = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!(state.leaders[0].holder, "10.0.0.5:8080");
+    }
+    leadership.stop().await;
+    let state = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
+    assert!(state.is_empty(), "the term ended: {state:?}");
+}

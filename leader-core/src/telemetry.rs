@@ -157,6 +157,16 @@ pub(crate) mod metric {
         let _ = (group, delta);
     }
 
+    /// A change of a group's holders an observer's reader saw (`changed`), or a failed read
+    /// of the group (`error`).
+    pub(crate) fn observed(group: &str, outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("leader_observed_changes_total", "group" => label(group), "outcome" => outcome)
+            .increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (group, outcome);
+    }
+
     /// Items a leader channel dropped.
     pub(crate) fn channel_dropped(channel: &str, reason: &'static str, n: u64) {
         #[cfg(feature = "metrics")]

@@ -156,9 +156,9 @@ async fn until(at: Option<Instant>) {
 /// had failed); a read that finds the same holders only refreshes their times to live.
 fn shared(seen: &watch::Sender<Seen>, key: &str, read: Read) {
     seen.send_if_modified(|seen| {
-        let changed = seen.failure.is_some()
-            || seen.read.as_ref().is_none_or(|last| !same_holders(&last.snapshot, &read.snapshot));
-        if changed {
+        let holders_changed =
+            seen.read.as_ref().is_some_and(|last| !same_holders(&last.snapshot, &read.snapshot));
+        if holders_changed {
             let holders: Vec<(&str, u64)> = read
                 .snapshot
                 .leaders
@@ -166,9 +166,12 @@ fn shared(seen: &watch::Sender<Seen>, key: &str, read: Read) {
                 .map(|slot| (slot.holder.as_str(), slot.fence))
                 .collect();
             tracing::debug!(group = key, ?holders, "leader.observed");
+            telemetry::metric::observed(key, "changed");
         }
+        // The first read, and the first after a failure, are news to the observers too.
+        let wake = holders_changed || seen.read.is_none() || seen.failure.is_some();
         *seen = Seen { read: Some(read), failure: None };
-        changed
+        wake
     });
 }
 
@@ -176,6 +179,7 @@ fn shared(seen: &watch::Sender<Seen>, key: &str, read: Read) {
 /// state read for `current()`.
 fn failed(seen: &watch::Sender<Seen>, key: &str, error: Error) {
     tracing::debug!(group = key, %error, "leader.observe failed");
+    telemetry::metric::observed(key, "error");
     seen.send_modify(|seen| seen.failure = Some(error));
 }
 
@@ -185,4 +189,26 @@ fn same_holders(a: &GroupSnapshot, b: &GroupSnapshot) -> bool {
     a.max_leaders == b.max_leaders
         && a.leaders.len() == b.leaders.len()
         && a.leaders.iter().zip(&b.leaders).all(|(a, b)| a.holder == b.holder && a.fence == b.fence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    #[tokio::test]
+    async fn observers_of_one_store_share_a_reader_that_goes_with_the_last() {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let other: SharedStore = Arc::new(MemoryStore::new());
+        let first = reading(&store, "leader:shared");
+        let second = reading(&store, "leader:shared");
+        assert!(Arc::ptr_eq(&first, &second), "one reader per store handle and key");
+        let elsewhere = reading(&other, "leader:shared");
+        assert!(!Arc::ptr_eq(&first, &elsewhere), "another store has its own");
+        let entry = (Arc::as_ptr(&store) as *const () as usize, "leader:shared".to_owned());
+        drop((first, elsewhere));
+        assert!(registry().contains_key(&entry), "one observer is left");
+        drop(second);
+        assert!(!registry().contains_key(&entry), "forgotten with the last observer");
+    }
 }
