@@ -1,18 +1,15 @@
 //! The one error type of the crate.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-/// An error from a store's client library, kept as the [`source`](std::error::Error::source).
-/// Shared, so an [`Error`] can be cloned (every observer of a group gets the failure of
-/// the one read they share).
-pub type SourceError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+/// A boxed error from a store's client library, kept as the [`source`](std::error::Error::source).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Everything that can go wrong in `leader`.
 ///
 /// Contention is never an error: a call that finds no free slot returns
 /// [`LeaderRunResult::Skipped`](crate::LeaderRunResult::Skipped).
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An option was given a value outside what it allows; the message names both.
@@ -67,7 +64,7 @@ pub enum Error {
         operation: &'static str,
         /// The client library's error.
         #[source]
-        source: SourceError,
+        source: BoxError,
     },
 
     /// The store did not answer in time; retrying may succeed.
@@ -168,7 +165,7 @@ pub enum Error {
 
     /// The operating system's random number generator failed, so no lease token could be made.
     #[error("the operating system's random number generator failed; cannot make a lease token")]
-    Random(#[source] Arc<std::io::Error>),
+    Random(#[source] std::io::Error),
 }
 
 impl Error {
@@ -211,5 +208,102 @@ impl Error {
         allowed: impl Into<String>,
     ) -> Self {
         Error::InvalidOption { option, value: format!("{value:?}"), allowed: allowed.into() }
+    }
+}
+
+/// The cause of an error that many receivers share: displays as that error's own cause, and
+/// continues its chain.
+#[derive(Debug)]
+struct SharedCause(std::sync::Arc<Error>);
+
+impl std::fmt::Display for SharedCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match std::error::Error::source(&*self.0) {
+            Some(cause) => std::fmt::Display::fmt(cause, f),
+            None => f.write_str("no cause"),
+        }
+    }
+}
+
+impl std::error::Error for SharedCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0)?.source()
+    }
+}
+
+impl Error {
+    /// An error equal to `shared` for each of the many that receive it (observers of one
+    /// group share one read): the same variant and fields, and a cause that reads as the
+    /// original's.
+    pub(crate) fn duplicate(shared: &std::sync::Arc<Error>) -> Error {
+        use Error::*;
+        match &**shared {
+            InvalidOption { option, value, allowed } => {
+                InvalidOption { option, value: value.clone(), allowed: allowed.clone() }
+            }
+            InvalidName { name, reason } => {
+                InvalidName { name: name.clone(), reason: reason.clone() }
+            }
+            InvalidKey { key, reason } => InvalidKey { key: key.clone(), reason: reason.clone() },
+            MaxLeadersMismatch { group, requested, existing } => MaxLeadersMismatch {
+                group: group.clone(),
+                requested: *requested,
+                existing: *existing,
+            },
+            Unavailable { store, operation, .. } => {
+                Unavailable { store, operation, source: Box::new(SharedCause(shared.clone())) }
+            }
+            Timeout { store, operation, after } => Timeout { store, operation, after: *after },
+            WrongType { key, found } => WrongType { key: key.clone(), found: found.clone() },
+            Store { store, operation, message } => {
+                Store { store, operation, message: message.clone() }
+            }
+            NotReplicated { acknowledged, required, timeout } => NotReplicated {
+                acknowledged: *acknowledged,
+                required: *required,
+                timeout: *timeout,
+            },
+            RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
+            RolesShareKey { first, second, key } => {
+                RolesShareKey { first: first.clone(), second: second.clone(), key: key.clone() }
+            }
+            NoDefaultStore => NoDefaultStore,
+            UnsupportedServer { store, found, required } => {
+                UnsupportedServer { store, found: found.clone(), required }
+            }
+            Unsupported { store, operation } => Unsupported { store, operation },
+            Random(_) => Random(std::io::Error::other(SharedCause(shared.clone()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod duplicate_tests {
+    use std::sync::Arc;
+
+    use super::Error;
+
+    fn chain(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut cause = error.source();
+        while let Some(next) = cause {
+            text.push_str(&format!(": {next}"));
+            cause = next.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_duplicate_reads_as_the_original_with_its_whole_chain() {
+        let inner = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let outer = std::io::Error::other(inner);
+        let original =
+            Error::Unavailable { store: "redis", operation: "state", source: Box::new(outer) };
+        let expected = chain(&original);
+        let shared = Arc::new(original);
+        let copy = Error::duplicate(&shared);
+        assert_eq!(chain(&copy), expected);
+        assert!(copy.is_transient());
+        assert!(matches!(copy, Error::Unavailable { store: "redis", operation: "state", .. }));
     }
 }

@@ -44,7 +44,7 @@ pub use election::{
     DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
     LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LossReason, wait_for_releases,
 };
-pub use error::{Error, SourceError};
+pub use error::{BoxError, Error};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub(crate) use key::check_name;
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER};

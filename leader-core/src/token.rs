@@ -99,8 +99,7 @@ impl RandomBuffer {
         let pid = std::process::id();
         if self.used == BATCH || pid != self.pid {
             let mut bytes = [0u8; BATCH * 16];
-            getrandom::fill(&mut bytes)
-                .map_err(|e| Error::Random(std::io::Error::other(e).into()))?;
+            getrandom::fill(&mut bytes).map_err(|e| Error::Random(std::io::Error::other(e)))?;
             for (value, chunk) in self.values.iter_mut().zip(bytes.chunks_exact(16)) {
                 *value = u128::from_le_bytes(chunk.try_into().expect("16 bytes"));
             }

@@ -187,7 +187,7 @@ fn take_one(counter: &AtomicUsize) -> bool {
 
 fn unavailable(operation: &'static str) -> Error {
     let source = io::Error::new(io::ErrorKind::ConnectionReset, "injected fault");
-    Error::Unavailable { store: "faulty", operation, source: std::sync::Arc::new(source) }
+    Error::Unavailable { store: "faulty", operation, source: Box::new(source) }
 }
 
 #[async_trait]

@@ -69,7 +69,7 @@ impl GroupObserver {
         let mut seen = reading.subscribe();
         let failure =
             match seen.wait_for(|seen| seen.read.is_some() || seen.failure.is_some()).await {
-                Ok(first) if first.read.is_none() => first.failure.clone(),
+                Ok(first) if first.read.is_none() => first.failure.as_ref().map(Error::duplicate),
                 // The reader's sender lives as long as `reading`, so this is never an `Err`.
                 _ => None,
             };
@@ -108,8 +108,8 @@ impl GroupObserver {
             std::future::pending::<()>().await;
         }
         let seen = self.seen.borrow_and_update().clone();
-        match seen.failure {
-            Some(error) => Err(error),
+        match &seen.failure {
+            Some(error) => Err(Error::duplicate(error)),
             None => Ok(self.state_of(&seen)),
         }
     }

@@ -29,8 +29,9 @@ const MAX_PAUSE: Duration = Duration::from_secs(2);
 pub(crate) struct Seen {
     /// The last state read, if any.
     pub read: Option<Read>,
-    /// The failure of the last attempt, until a read succeeds again.
-    pub failure: Option<Error>,
+    /// The failure of the last attempt, until a read succeeds again (shared: each
+    /// observer gets its own [`Error::duplicate`]).
+    pub failure: Option<Arc<Error>>,
 }
 
 /// One read of the group's state.
@@ -180,7 +181,7 @@ fn shared(seen: &watch::Sender<Seen>, key: &str, read: Read) {
 fn failed(seen: &watch::Sender<Seen>, key: &str, error: Error) {
     tracing::debug!(group = key, %error, "leader.observe failed");
     telemetry::metric::observed(key, "error");
-    seen.send_modify(|seen| seen.failure = Some(error));
+    seen.send_modify(|seen| seen.failure = Some(Arc::new(error)));
 }
 
 /// Whether two reads show the same holders: the same slots (holder and fence) under the

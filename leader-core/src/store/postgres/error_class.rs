@@ -74,12 +74,9 @@ pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) ->
     }
     // The server's own message ("cannot execute INSERT in a read-only transaction") as the
     // source, rather than the client's bare "db error".
-    let source: crate::SourceError = match error.as_db_error() {
-        Some(_) => error.into_source().map_or_else(
-            || Box::<dyn std::error::Error + Send + Sync>::from("db error").into(),
-            Into::into,
-        ),
-        None => std::sync::Arc::new(error),
+    let source: crate::BoxError = match error.as_db_error() {
+        Some(_) => error.into_source().unwrap_or_else(|| "db error".into()),
+        None => Box::new(error),
     };
     Error::Unavailable { store: "postgres", operation, source }
 }

@@ -203,7 +203,7 @@ fn pool_error(operation: &'static str, error: deadpool_postgres::PoolError) -> E
     if let deadpool_postgres::PoolError::Backend(error) = error {
         return error_class::to_error(operation, error);
     }
-    Error::Unavailable { store: "postgres", operation, source: std::sync::Arc::new(error) }
+    Error::Unavailable { store: "postgres", operation, source: Box::new(error) }
 }
 
 /// Microseconds since the Unix epoch, as the functions return times.

@@ -306,7 +306,7 @@ fn unavailable(
     operation: &'static str,
     error: impl std::error::Error + Send + Sync + 'static,
 ) -> Error {
-    Error::Unavailable { store: "redis", operation, source: std::sync::Arc::new(error) }
+    Error::Unavailable { store: "redis", operation, source: Box::new(error) }
 }
 
 use crate::duration::ceil_millis as millis;
