@@ -333,3 +333,28 @@ mod key_lifetimes {
         }
     }
 }
+
+/// A watcher's field is never a slot: a live one is left alone and not counted, a lapsed one
+/// (a watcher that went without withdrawing) goes with the next grant.
+#[tokio::test]
+async fn watcher_fields_are_no_slots_and_lapsed_ones_go() {
+    let (store, server) = standalone().await;
+    let key = "leader:watched-by-many";
+    let group = group_key(key);
+    server.cli(&[
+        "HSET",
+        &group,
+        "watcher:gone:observers",
+        "1",
+        "watcher:here:observers",
+        "99999999999999",
+    ]);
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    let fields = server.cli(&["HKEYS", &group]);
+    assert!(!fields.contains("watcher:gone"), "a lapsed watcher's field goes: {fields}");
+    assert!(fields.contains("watcher:here"), "a live one stays: {fields}");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "no watcher counts as a slot");
+    let refused = store.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+}

@@ -53,7 +53,7 @@ pub struct GroupObserver {
     /// The observer's own `max_leaders`, reported while no slot is live.
     max_leaders: u32,
     seen: watch::Receiver<Seen>,
-    _reading: Arc<Reading>,
+    reading: Arc<Reading>,
 }
 
 impl GroupObserver {
@@ -76,7 +76,7 @@ impl GroupObserver {
         if let Some(error) = failure {
             return Err(error);
         }
-        Ok(GroupObserver { name: name.to_owned(), key, max_leaders, seen, _reading: reading })
+        Ok(GroupObserver { name: name.to_owned(), key, max_leaders, seen, reading })
     }
 
     /// The group's name.
@@ -103,9 +103,12 @@ impl GroupObserver {
     /// failure ends the wait with that error (transient: the observer keeps trying, and the
     /// next `changed()` returns the state once the store answers again). Cancel-safe.
     pub async fn changed(&mut self) -> Result<LeaderGroupState, Error> {
-        if self.seen.changed().await.is_err() {
-            // The reader's sender lives as long as this observer holds the reader.
-            std::future::pending::<()>().await;
+        while self.seen.changed().await.is_err() {
+            // The reader ended (the runtime it ran on shut down): another takes over, and
+            // its first read is the next change.
+            let store = self.reading.store().clone();
+            self.reading = reader::reading(&store, &self.key);
+            self.seen = self.reading.subscribe();
         }
         let seen = self.seen.borrow_and_update().clone();
         match &seen.failure {

@@ -43,8 +43,12 @@ pub(crate) struct Read {
 }
 
 /// A group's reader, shared by its observers: the reading task runs while one is alive.
+/// The task alone holds the sender, so observers learn if it ever ends (its runtime shut
+/// down) and start another.
 pub(crate) struct Reading {
-    seen: Arc<watch::Sender<Seen>>,
+    /// Kept, so the store's address names it for as long as the registry's entry lives.
+    store: SharedStore,
+    seen: watch::Receiver<Seen>,
     task: tokio::task::AbortHandle,
     registered_as: (usize, String),
 }
@@ -52,7 +56,12 @@ pub(crate) struct Reading {
 impl Reading {
     /// What the reader saw, and each change from now on.
     pub(crate) fn subscribe(&self) -> watch::Receiver<Seen> {
-        self.seen.subscribe()
+        self.seen.clone()
+    }
+
+    /// The store the reader reads.
+    pub(crate) fn store(&self) -> &SharedStore {
+        &self.store
     }
 }
 
@@ -87,18 +96,20 @@ pub(crate) fn reading(store: &SharedStore, key: &str) -> Arc<Reading> {
     // The reader holds the store, so its address names it for as long as the entry lives.
     let registered_as = (Arc::as_ptr(store) as *const () as usize, key.to_owned());
     let mut readings = registry();
-    if let Some(reading) = readings.get(&registered_as).and_then(Weak::upgrade) {
+    let alive = readings.get(&registered_as).and_then(Weak::upgrade);
+    if let Some(reading) = alive.filter(|reading| !reading.task.is_finished()) {
         return reading;
     }
-    let seen = Arc::new(watch::Sender::new(Seen::default()));
-    let task = tokio::spawn(read_changes(store.clone(), key.to_owned(), seen.clone()));
-    let reading = Arc::new(Reading { seen, task: task.abort_handle(), registered_as });
+    let (sender, seen) = watch::channel(Seen::default());
+    let task = tokio::spawn(read_changes(store.clone(), key.to_owned(), sender));
+    let reading =
+        Arc::new(Reading { store: store.clone(), seen, task: task.abort_handle(), registered_as });
     readings.insert(reading.registered_as.clone(), Arc::downgrade(&reading));
     reading
 }
 
 /// The reading task: watch, read, share, and wait for the next change or expiry.
-async fn read_changes(store: SharedStore, key: String, seen: Arc<watch::Sender<Seen>>) {
+async fn read_changes(store: SharedStore, key: String, seen: watch::Sender<Seen>) {
     let mut backoff = Backoff::new(FIRST_PAUSE, MAX_PAUSE);
     let mut changes: Option<GroupWatch> = None;
     let mut polling = false;
@@ -118,9 +129,13 @@ async fn read_changes(store: SharedStore, key: String, seen: Arc<watch::Sender<S
         let look_again = match telemetry::state(&*store, &key).await {
             Ok(snapshot) => {
                 backoff.reset();
+                // The store counted `expires_in` from a moment between the request and its
+                // reply: from the reply, the look comes after the expiry, so one read
+                // confirms it.
+                let replied_at = Instant::now();
                 let nearest = snapshot.leaders.iter().map(|slot| slot.expires_in).min();
                 shared(&seen, &key, Read { snapshot, sent_at });
-                nearest.map(|expires_in| sent_at + expires_in + AFTER_EXPIRY)
+                nearest.map(|expires_in| replied_at + expires_in + AFTER_EXPIRY)
             }
             Err(error) => {
                 failed(&seen, &key, error);

@@ -238,6 +238,15 @@ impl LeaseStore for PostgresStore {
                 format!("must be at most {} with PostgresStore", i32::MAX),
             ));
         };
+        if let Some(bad) = request.key.chars().find(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Error::InvalidKey {
+                key: request.key.to_owned(),
+                reason: format!(
+                    "must not contain whitespace or control characters (found {bad:?}): \
+                     PostgresStore notifies with the key as the payload"
+                ),
+            });
+        }
         if request.key.len() > MAX_KEY_BYTES {
             return Err(Error::invalid_option(
                 "key",

@@ -55,7 +55,18 @@ struct Announcements {
 #[derive(Default)]
 struct Announced {
     listener: Option<Arc<Statements>>,
-    watches: HashMap<(Interest, String), usize>,
+    watches: HashMap<(Interest, String), Watched>,
+}
+
+/// One announced group's local watches.
+#[derive(Default)]
+struct Watched {
+    count: usize,
+    /// Whether the server has confirmed the announcement.
+    confirmed: bool,
+    /// Whether an observer came while it was not yet confirmed: its read may have come
+    /// before the lock, so it reads again once the server confirms.
+    joined_unconfirmed: bool,
 }
 
 /// A listening connection's client (kept, or the connection closes) and its prepared
@@ -148,9 +159,12 @@ impl NotifyHub {
         };
         let queued = {
             let mut announced = announcements.announced();
-            let count = announced.watches.entry((interest, key.to_owned())).or_default();
-            *count += 1;
-            let first = *count == 1;
+            let watched = announced.watches.entry((interest, key.to_owned())).or_default();
+            watched.count += 1;
+            let first = watched.count == 1;
+            if !first && !watched.confirmed {
+                watched.joined_unconfirmed = true;
+            }
             match (&announced.listener, first) {
                 (Some(statements), true) => {
                     Some(queue(statements, Request::Announce(interest), key))
@@ -159,7 +173,19 @@ impl NotifyHub {
             }
         };
         if let Some(queued) = queued {
-            announcements.answer(queued, "announce", key).await;
+            let answered = {
+                let (announcements, key) = (announcements.clone(), key.to_owned());
+                let observers = self.listener.waiters().clone();
+                move |late: bool| {
+                    let joined = announcements.confirmed(interest, &key);
+                    // An observer that read before the lock was held reads again: a grant
+                    // in between sent no NOTIFY.
+                    if interest == Interest::Changes && (late || joined) {
+                        observers.wake_observers(&key);
+                    }
+                }
+            };
+            announcements.answer_then(queued, "announce", key, answered).await;
         }
         Ok(watch.holding(withdraw))
     }
@@ -211,7 +237,10 @@ impl Connect for Listen {
         let queued: Vec<(String, Queued)> = {
             let mut announced = self.announcements.announced();
             announced.listener = Some(statements.clone());
-            let watched = announced.watches.keys();
+            let watched = announced.watches.iter_mut().map(|(watched, state)| {
+                state.confirmed = true; // the wake-up of every watch follows the reconnect
+                watched
+            });
             watched
                 .map(|(interest, key)| {
                     (key.clone(), queue(&statements, Request::Announce(*interest), key))
@@ -286,13 +315,43 @@ impl Announcements {
     /// only logged: waiters still wake at the nearest expiry, and a new connection announces
     /// every watched group again.
     async fn answer(&self, queued: Queued, what: &'static str, key: &str) {
-        match tokio::time::timeout(self.answer_within, queued).await {
-            Ok(Ok(_)) => {}
+        self.answer_then(queued, what, key, |_| {}).await;
+    }
+
+    /// [`answer`](Self::answer), then `answered(late)` once the server has confirmed it: at
+    /// once, or from a task if the answer comes after `answer_within` (`late`).
+    async fn answer_then(
+        &self,
+        mut queued: Queued,
+        what: &'static str,
+        key: &str,
+        answered: impl FnOnce(bool) + Send + 'static,
+    ) {
+        match tokio::time::timeout(self.answer_within, &mut queued).await {
+            Ok(Ok(_)) => answered(false),
             Ok(Err(error)) => {
                 tracing::debug!(%error, group = key, what, "PostgreSQL LISTEN connection")
             }
-            Err(_) => tracing::debug!(group = key, what, "PostgreSQL LISTEN connection: no answer"),
+            Err(_) => {
+                tracing::debug!(group = key, what, "PostgreSQL LISTEN connection: no answer yet");
+                tokio::spawn(async move {
+                    if queued.await.is_ok() {
+                        answered(true);
+                    }
+                });
+            }
         }
+    }
+
+    /// Records that the server confirmed `key`'s announcement; whether an observer joined
+    /// before it did.
+    fn confirmed(&self, interest: Interest, key: &str) -> bool {
+        let mut announced = self.announced();
+        let Some(watched) = announced.watches.get_mut(&(interest, key.to_owned())) else {
+            return false;
+        };
+        watched.confirmed = true;
+        std::mem::take(&mut watched.joined_unconfirmed)
     }
 }
 
@@ -312,9 +371,9 @@ impl Drop for Withdraw {
         let queued = {
             let mut announced = announcements.announced();
             let watched = (self.interest, std::mem::take(&mut self.key));
-            let Some(count) = announced.watches.get_mut(&watched) else { return };
-            *count -= 1;
-            if *count > 0 {
+            let Some(state) = announced.watches.get_mut(&watched) else { return };
+            state.count -= 1;
+            if state.count > 0 {
                 return;
             }
             announced.watches.remove(&watched);

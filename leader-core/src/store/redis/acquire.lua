@@ -43,7 +43,12 @@ for i = 1, #fields, 2 do
       latest = math.max(latest, tonumber(value))
     end
   elseif string.byte(field) == WATCHER_BYTE then
-    -- A watcher's own announcement: "watched" above stands for it.
+    -- A watcher's own announcement: "watched" above stands for it. A lapsed one (a
+    -- watcher that went without withdrawing) goes with the expired records.
+    if (tonumber(value) or 0) <= now then
+      stale = stale or {}
+      stale[#stale + 1] = field
+    end
   else
     local expires = record_expiry(value)
     if expires and expires > now then

@@ -231,18 +231,28 @@ impl RedisStore {
                 "must be between 1ms and 1 day",
             ));
         }
-        self.watch_script(key, millis(duration)).await
+        self.watch_script(key, millis(duration), "tool").await
     }
 
     /// Withdraws this store's [announcement](Self::announce_watcher) of group `key`: once no
     /// other store's is live, the group's grants are no longer published.
     pub async fn withdraw_watcher(&self, key: &str) -> Result<(), Error> {
-        self.watch_script(key, 0).await
+        self.watch_script(key, 0, "tool").await
     }
 
-    async fn watch_script(&self, key: &str, duration_ms: u64) -> Result<(), Error> {
+    /// This store's observers' announcement of `key` for `duration` (zero: withdrawn), kept
+    /// apart from a tool's ([`announce_watcher`](Self::announce_watcher)).
+    pub(super) async fn observe_announcement(
+        &self,
+        key: &str,
+        duration: Duration,
+    ) -> Result<(), Error> {
+        self.watch_script(key, millis(duration), "observers").await
+    }
+
+    async fn watch_script(&self, key: &str, duration_ms: u64, who: &str) -> Result<(), Error> {
         let keys = GroupKeys::new(key)?;
-        let id = self.watcher_id()?;
+        let id = format!("{}:{who}", self.watcher_id()?);
         self.call(
             "watch",
             key,

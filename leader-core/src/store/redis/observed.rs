@@ -65,7 +65,7 @@ pub(crate) async fn announce(store: &RedisStore, key: &str) -> Result<Arc<Announ
             }
         }
     };
-    announcement.announced.get_or_try_init(|| store.announce_watcher(key, OBSERVE_FOR)).await?;
+    announcement.announced.get_or_try_init(|| store.observe_announcement(key, OBSERVE_FOR)).await?;
     Ok(announcement)
 }
 
@@ -80,11 +80,15 @@ async fn renew(store: RedisStore, key: String) {
             () = restorations.woken() => true,
         };
         let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
-        while let Err(error) = store.announce_watcher(&key, OBSERVE_FOR).await {
+        let mut failed = false;
+        while let Err(error) = store.observe_announcement(&key, OBSERVE_FOR).await {
             tracing::debug!(group = %key, %error, "redis: renewing an observed group's announcement");
+            failed = true;
             tokio::time::sleep(backoff.next_pause()).await;
         }
-        if restored {
+        // The announcement may have lapsed, or gone with the server's data: a grant made
+        // meanwhile published nothing, so the observers read the group again.
+        if restored || failed {
             store.inner.releases.watchers().wake_observers(&key);
         }
     }
@@ -95,13 +99,22 @@ impl Drop for Announcement {
         self.renewal.abort();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
+        {
+            let mut by_key = store.inner.observed.by_key();
+            if by_key.get(&key).is_some_and(|weak| weak.strong_count() == 0) {
+                by_key.remove(&key);
+            }
+        }
         runtime.spawn(async move {
-            if let Err(error) = store.withdraw_watcher(&key).await {
+            if let Err(error) = store.observe_announcement(&key, Duration::ZERO).await {
                 tracing::debug!(group = %key, %error, "redis: withdrawing an observed group");
             }
-            // An observer that came while the withdrawal was on its way is announced again.
-            if store.inner.observed.is_announced(&key) {
-                let _ = store.announce_watcher(&key, OBSERVE_FOR).await;
+            // An observer that came while the withdrawal was on its way is announced again,
+            // and reads the group again (a grant in between published nothing).
+            if store.inner.observed.is_announced(&key)
+                && store.observe_announcement(&key, OBSERVE_FOR).await.is_ok()
+            {
+                store.inner.releases.watchers().wake_observers(&key);
             }
         });
     }

@@ -5,8 +5,8 @@
 --   "max" -> max_leaders, "fence" -> the last fence handed out,
 --   "waiting" -> "1" while a refused candidate may be waiting for a slot,
 --   "watched" -> until when (server ms) a tool or observer watches the group change (the
---   latest of the "watcher:<id>" fields, one per watching store, which only the watch
---   script reads).
+--   latest of the "watcher:<id>" fields, one per watching store and kind of watcher,
+--   which the watch script keeps and a grant deletes once lapsed).
 -- Each slot expires by its own record, so slots with different leases never lose one
 -- another. The hash expires `idle` ms after the longest live slot: a grant sets its expiry
 -- from every live record, a renewal only ever extends it, so it never expires while a slot
