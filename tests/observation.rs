@@ -274,3 +274,17 @@ async fn a_leadership_observes_its_own_role() {
     let state = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
     assert!(state.is_empty(), "the term ended: {state:?}");
 }
+
+/// A release's `NOTIFY` carries the bare key and a grant's `granted <key>`: a key with a
+/// space (`granted leader:observed`) would read as a grant of another group, and its own
+/// waiters would never wake. `PostgresStore` refuses such a key, naming why.
+#[tokio::test]
+async fn postgres_refuses_a_key_that_would_read_as_another_groups_grant() {
+    let server = PostgresServer::start();
+    let store = leader::PostgresStore::connect(&server.url()).await.unwrap();
+    let key = format!("granted {KEY}");
+    let err = store.acquire(request_for(&key, 1, token(), SECOND)).await.unwrap_err();
+    assert!(matches!(err, leader::Error::InvalidKey { .. }), "{err:?}");
+    assert!(err.to_string().contains("whitespace"), "{err}");
+    assert!(store.state(&key).await.unwrap().leaders.is_empty(), "nothing was granted");
+}

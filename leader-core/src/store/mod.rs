@@ -210,8 +210,8 @@ pub struct SlotInfo {
 /// - release keeps the slot until `acquired_at + min_lease_time` when that is still ahead,
 ///   and wakes the key's [`GroupWatch`]es whenever it frees or shortens a slot;
 /// - a grant, a release and a shortening renewal each wake the key's change watches
-///   ([`watch_changes`](Self::watch_changes)); an idle group's change watch costs the
-///   store nothing while nothing changes.
+///   ([`watch_changes`](Self::watch_changes)); while nothing changes, a change watch
+///   makes the store send no notification and read nothing.
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync {
     /// A short name of the store's kind, such as `memory` or `redis`, for errors and logs.
