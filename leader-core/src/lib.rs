@@ -54,6 +54,8 @@ pub use leadership::{
 };
 pub use observe::GroupObserver;
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
+#[cfg(feature = "etcd")]
+pub use store::{EtcdStore, EtcdStoreBuilder};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "redis")]

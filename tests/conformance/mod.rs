@@ -2,8 +2,12 @@
 //! store. `conformance_suite!(#[test attribute] make)` expands to one test per rule; `make`
 //! is a future giving the store and whatever must live as long as it (a server, say).
 //!
-//! Durations are short and real enough for a real server, and exact under paused time.
+//! Durations are short and real enough for a real server, and exact under paused time. A
+//! store whose clock is coarse (etcd's whole-second TTLs, whose expired keys go within half a
+//! second) runs the suite with a longer lease and a tick of slack after each expiry:
+//! `conformance_suite!(#[test attribute] make, lease = …, tick = …)`.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use std::sync::Arc;
@@ -19,7 +23,31 @@ use leader::{
 };
 use tokio::time::{sleep, timeout};
 
-const LEASE: Duration = Duration::from_millis(400);
+/// The suite's lease and its tick: set once per test binary (by the macro), read by every rule.
+static TIMING: OnceLock<(Duration, Duration)> = OnceLock::new();
+
+/// Runs the suite with `lease` and `tick` instead of 400 ms and none; every test of one
+/// binary must ask the same.
+#[allow(dead_code)] // each test file uses part of it
+pub fn set_timing(lease: Duration, tick: Duration) {
+    let set = *TIMING.get_or_init(|| (lease, tick));
+    assert_eq!(set, (lease, tick), "one timing per test binary");
+}
+
+/// The lease every rule grants with.
+fn lease() -> Duration {
+    TIMING.get_or_init(|| (Duration::from_millis(400), Duration::ZERO)).0
+}
+
+/// How long after its expiry a slot may still be seen: the store's clock's coarseness.
+fn tick() -> Duration {
+    TIMING.get_or_init(|| (Duration::from_millis(400), Duration::ZERO)).1
+}
+
+/// Long enough for a slot granted now to have expired.
+fn past_expiry(of: Duration) -> Duration {
+    of + Duration::from_millis(50) + tick()
+}
 
 /// Calls `$callback!(args…; rule, rule, …)` with every rule of the suite: the one list that
 /// both ways of running the suite use.
@@ -69,16 +97,23 @@ pub fn rule_count() -> usize {
     with_every_rule!(count!())
 }
 
-/// One `#[test]` per rule: `conformance_suite!(#[tokio::test] make_store())`.
+/// One `#[test]` per rule: `conformance_suite!(#[tokio::test] make_store())`, or with
+/// `, lease = …, tick = …` for a store with a coarse clock.
 #[macro_export]
 macro_rules! conformance_suite {
     (#[$attr:meta] $make:expr) => {
-        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make));
+        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make, None));
     };
-    (@tests #[$attr:meta] $make:expr; $($name:ident,)*) => {
+    (#[$attr:meta] $make:expr, lease = $lease:expr, tick = $tick:expr) => {
+        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make, Some(($lease, $tick))));
+    };
+    (@tests #[$attr:meta] $make:expr, $timing:expr; $($name:ident,)*) => {
         $(
             #[$attr]
             async fn $name() {
+                if let Some((lease, tick)) = $timing {
+                    conformance::set_timing(lease, tick);
+                }
                 let (store, _keep_alive) = $make.await;
                 conformance::$name(&store, stringify!($name)).await;
             }
@@ -96,7 +131,7 @@ fn request<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequ
         std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
         token,
         "conformance",
-        LEASE,
+        lease(),
     )
 }
 
@@ -117,7 +152,7 @@ pub async fn grants_up_to_max_leaders_then_reports_full<S: LeaseStore + Clone + 
     match store.acquire(request(key, 3, token())).await.unwrap() {
         AcquireOutcome::Full { nearest_expiry } => {
             assert!(
-                nearest_expiry > Duration::ZERO && nearest_expiry <= LEASE,
+                nearest_expiry > Duration::ZERO && nearest_expiry <= lease(),
                 "{nearest_expiry:?}"
             );
         }
@@ -154,7 +189,7 @@ pub async fn fences_strictly_increase<S: LeaseStore + Clone + 'static>(store: &S
         if round % 2 == 0 {
             store.release(key, held, Duration::ZERO).await.unwrap();
         } else {
-            sleep(LEASE + Duration::from_millis(50)).await; // let it expire instead
+            sleep(past_expiry(lease())).await; // let it expire instead
         }
     }
 }
@@ -181,16 +216,16 @@ pub async fn max_leaders_mismatch_names_both_values<S: LeaseStore + Clone + 'sta
 pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
     granted(store, request(key, 1, held)).await;
-    assert_eq!(store.renew(key, token(), LEASE).await.unwrap(), RenewOutcome::NotHeld);
-    sleep(LEASE / 2).await;
-    let longer = LEASE * 3;
+    assert_eq!(store.renew(key, token(), lease()).await.unwrap(), RenewOutcome::NotHeld);
+    sleep(lease() / 2).await;
+    let longer = lease() * 3;
     match store.renew(key, held, longer).await.unwrap() {
         RenewOutcome::Renewed { expires_in, .. } => {
-            assert!(expires_in > LEASE && expires_in <= longer, "{expires_in:?}")
+            assert!(expires_in > lease() && expires_in <= longer, "{expires_in:?}")
         }
         other => panic!("the holder's renewal got {other:?}"),
     }
-    sleep(LEASE * 2).await; // past the original lease, within the renewed one
+    sleep(lease() * 2).await; // past the original lease, within the renewed one
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
 }
 
@@ -210,9 +245,9 @@ pub async fn release_and_renew_never_revive_an_expired_slot<S: LeaseStore + Clon
 ) {
     let held = token();
     granted(store, request(key, 1, held)).await;
-    sleep(LEASE + Duration::from_millis(50)).await;
-    assert_eq!(store.release(key, held, LEASE).await.unwrap(), ReleaseOutcome::NotHeld);
-    assert_eq!(store.renew(key, held, LEASE).await.unwrap(), RenewOutcome::NotHeld);
+    sleep(past_expiry(lease())).await;
+    assert_eq!(store.release(key, held, lease()).await.unwrap(), ReleaseOutcome::NotHeld);
+    assert_eq!(store.renew(key, held, lease()).await.unwrap(), RenewOutcome::NotHeld);
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "an expired slot came back");
     granted(store, request(key, 1, token())).await;
 }
@@ -223,7 +258,7 @@ pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'stati
 ) {
     let held = token();
     granted(store, request(key, 1, held)).await;
-    let min_lease = LEASE / 2;
+    let min_lease = lease() / 2;
     match store.release(key, held, min_lease).await.unwrap() {
         ReleaseOutcome::Kept { expires_in } => assert!(expires_in <= min_lease, "{expires_in:?}"),
         other => panic!("release within the minimum lease got {other:?}"),
@@ -232,7 +267,7 @@ pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'stati
         AcquireOutcome::Full { nearest_expiry } => assert!(nearest_expiry <= min_lease),
         other => panic!("the kept slot was free: {other:?}"),
     }
-    sleep(min_lease + Duration::from_millis(50)).await;
+    sleep(past_expiry(min_lease)).await;
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "kept past the minimum lease");
     granted(store, request(key, 1, token())).await;
 }
@@ -243,7 +278,7 @@ pub async fn expiry_frees_a_slot<S: LeaseStore + Clone + 'static>(store: &S, key
         store.acquire(request(key, 1, token())).await.unwrap(),
         AcquireOutcome::Full { .. }
     ));
-    sleep(LEASE + Duration::from_millis(50)).await;
+    sleep(past_expiry(lease())).await;
     granted(store, request(key, 1, token())).await;
 }
 
@@ -265,7 +300,7 @@ pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, 
     // A release kept for the minimum lease shortens the slot, which also wakes waiters.
     granted(store, request(key, 2, token())).await;
     refused(store, key, 2).await;
-    store.release(key, second, LEASE).await.unwrap();
+    store.release(key, second, lease()).await.unwrap();
     timeout(Duration::from_secs(5), watches[0].woken()).await.expect("woken by a kept release");
 }
 
@@ -279,7 +314,7 @@ pub async fn shortening_renewal_wakes_watchers<S: LeaseStore + Clone + 'static>(
     refused(store, key, 1).await;
     // The refused candidate waits for the nearest expiry it was told; a renewal with a
     // shorter lease brings it forward, so the candidate must look again.
-    let renewed = store.renew(key, held, LEASE / 10).await.unwrap();
+    let renewed = store.renew(key, held, lease() / 10).await.unwrap();
     assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a shorter lease");
 }
@@ -307,7 +342,7 @@ pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S
         state
             .leaders
             .iter()
-            .all(|slot| slot.expires_in <= LEASE && slot.expires_in > Duration::ZERO)
+            .all(|slot| slot.expires_in <= lease() && slot.expires_in > Duration::ZERO)
     );
 }
 
@@ -325,7 +360,7 @@ pub async fn grants_releases_and_shortening_renewals_wake_change_watches<
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a second grant");
     store.release(key, other, Duration::ZERO).await.unwrap();
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a release");
-    let renewed = store.renew(key, held, LEASE / 10).await.unwrap();
+    let renewed = store.renew(key, held, lease() / 10).await.unwrap();
     assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a shorter lease");
 }
@@ -369,11 +404,11 @@ pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone
     store.release(key, first, Duration::ZERO).await.unwrap();
     let state = next_change(&mut observer).await;
     assert_eq!(holders(&state), [("10.0.0.2:80", later)], "after the release");
-    store.renew(key, second, LEASE).await.unwrap();
+    store.renew(key, second, lease()).await.unwrap();
     let renewed_at = tokio::time::Instant::now();
     let state = next_change(&mut observer).await;
     assert!(state.is_empty(), "the holder that stopped renewing expired: {state:?}");
-    assert!(renewed_at.elapsed() >= LEASE - Duration::from_millis(5), "seen before it expired");
+    assert!(renewed_at.elapsed() >= lease() - Duration::from_millis(5), "seen before it expired");
 }
 
 /// A store that counts the state reads made through it.

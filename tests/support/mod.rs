@@ -5,7 +5,7 @@
 
 #[allow(unused_imports)] // each test file uses part of it
 pub use leader_testkit::{
-    certificates, postgres_server, proxy, redis_cluster, redis_sentinel, redis_server,
+    certificates, etcd, postgres_server, proxy, redis_cluster, redis_sentinel, redis_server,
 };
 
 #[cfg(feature = "redis")]

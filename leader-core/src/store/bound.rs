@@ -34,6 +34,12 @@ impl Bound {
         Error::Timeout { store: self.store, operation: self.operation, after: self.limit }
     }
 
+    /// The operation this bounds, for errors and logs.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub(crate) fn operation(&self) -> &'static str {
+        self.operation
+    }
+
     /// Whether `pause` from now still ends before the deadline.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn leaves(&self, pause: Duration) -> bool {

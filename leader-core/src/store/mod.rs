@@ -6,10 +6,12 @@
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod answer;
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod bound;
 mod connect;
 mod disabled;
+#[cfg(feature = "etcd")]
+mod etcd;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod listener;
 mod memory;
@@ -44,6 +46,11 @@ pub use deadpool_postgres;
 #[cfg(feature = "redis")]
 pub use deadpool_redis;
 pub use disabled::DisabledStore;
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdStore, EtcdStoreBuilder};
+/// The etcd-client version the etcd store is built on.
+#[cfg(feature = "etcd")]
+pub use etcd_client;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};

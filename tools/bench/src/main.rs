@@ -226,7 +226,7 @@ async fn main() {
     }
 
     // The ceiling for one cycle, from redis-benchmark calling our scripts.
-    let ceiling = checks::ceiling(&server, if quick { 100_000 } else { 300_000 }).await;
+    let ceiling = checks::ceiling(&server, if quick { 20_000 } else { 300_000 }).await;
     let w1_leader = mean(&w1, "leader", 1).unwrap_or(0.0);
     say(format!(
         "ceiling (redis-benchmark -c 50, EVALSHA of our scripts): acquire {:.0}/s pipelined (-P 16), {:.0}/s unpipelined; release {:.0}/s pipelined",
@@ -244,7 +244,7 @@ async fn main() {
     }));
 
     // The floor of a cycle on the server, against the usual mutex.
-    let floor = floor::floor(&server, if quick { 50_000 } else { 200_000 }).await;
+    let floor = floor::floor(&server, if quick { 10_000 } else { 200_000 }).await;
     say(format!(
         "server time per uncontended cycle (redis-benchmark -c 50 -P 16): leader's scripts {:.1} µs, their commands alone {:.1} µs, SET NX PX + compare-and-delete {:.1} µs; ratios {:.2} and {:.2}\n",
         floor.ours,
@@ -276,7 +276,7 @@ async fn main() {
     );
 
     // Uncontended latency against PING.
-    let latency = checks::latency(&server, &store, if quick { 500 } else { 2_000 }).await;
+    let latency = checks::latency(&server, &store, if quick { 200 } else { 2_000 }).await;
     let ((a50, a99), (r50, r99), (p50, p99)) = (latency.acquire, latency.raw_script, latency.ping);
     say(format!(
         "uncontended acquire latency p50 {} ms, p99 {} ms; PING p50 {} ms, p99 {} ms; p50 ratio {:.2}\n  \
@@ -300,7 +300,7 @@ async fn main() {
     );
 
     // Crash fail-over.
-    let mut overshoots = checks::crash_fail_over(&server, if quick { 3 } else { 10 }).await;
+    let mut overshoots = checks::crash_fail_over(&server, if quick { 2 } else { 10 }).await;
     let worst = *overshoots.iter().max().unwrap();
     say(format!(
         "crash fail-over (holder SIGKILLed, 1 s lease): waiter held the slot p50 {} ms, worst {} ms after the dead holder's expiry",
@@ -316,7 +316,7 @@ async fn main() {
     report.insert("idle_commands".into(), json!(idle));
 
     // The electors' name cache (issue 17, item 7).
-    let (hit, miss) = checks::name_cache(if quick { 20_000 } else { 100_000 }, 4).await;
+    let (hit, miss) = checks::name_cache(if quick { 5_000 } else { 100_000 }, 4).await;
     say(format!(
         "name cache on MemoryStore: {hit:.0} ns per call naming the same group (hit), {miss:.0} ns alternating two groups (miss)"
     ));
@@ -330,8 +330,8 @@ async fn main() {
     report.insert("postgres".into(), postgres);
 
     // Scale.
-    let (candidates, groups) = if quick { (2_000, 200) } else { (10_000, 1_000) };
-    let window = Duration::from_secs(if quick { 3 } else { 6 });
+    let (candidates, groups) = if quick { (500, 50) } else { (10_000, 1_000) };
+    let window = Duration::from_secs(if quick { 2 } else { 6 });
     let memory = checks::scale_memory(candidates, groups, window).await;
     let redis = checks::scale(
         leader::RedisStore::connect(&server.url()).await.unwrap(),
@@ -358,7 +358,7 @@ async fn main() {
 
 /// The observation section on the bench's Redis server and on a private PostgreSQL one.
 async fn observation(server: &Server, quick: bool, say: &dyn Fn(String)) -> serde_json::Value {
-    let samples = if quick { 20 } else { 200 };
+    let samples = if quick { 10 } else { 200 };
     let candidate = leader::RedisStore::connect(&server.url()).await.unwrap();
     let idle = |window: Duration| {
         server.reset_stats();

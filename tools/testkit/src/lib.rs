@@ -1,7 +1,8 @@
 //! Test support for `leader`, shared by the workspace's integration tests and its chaos
 //! harness: real `redis-server` processes that tests start themselves (standalone, a
-//! Sentinel set-up, a Cluster), which can be killed, restarted and paused, and a TCP proxy
-//! that injects network faults between a client and a server.
+//! Sentinel set-up, a Cluster), PostgreSQL servers and etcd members, which can be killed,
+//! restarted and paused, and TCP proxies that inject network faults between a client and a
+//! server, or between etcd's peers.
 //!
 //! These helpers panic on a broken environment (no `redis-server` on the path): they are
 //! for tests, not for production code.
@@ -9,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod certificates;
+pub mod etcd;
 pub mod postgres_server;
 pub mod proxy;
 pub mod redis_cluster;

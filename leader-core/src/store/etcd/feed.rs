@@ -1,0 +1,232 @@
+//! [`Feeds`]: one etcd watch per group that someone in this process waits for or observes,
+//! shared by all of them, and what its events wake.
+//!
+//! | event on the group's range | wakes |
+//! |---|---|
+//! | a slot deleted (released, expired, revoked) | waiters and observers |
+//! | a slot written again (a renewal under another TTL, a release kept for the minimum lease) | waiters and observers |
+//! | a slot created (a grant) | observers |
+//!
+//! The watch starts on the preferred member and asks for a leader (etcd cancels a watch on
+//! a member that lost its leader). When it fails, ends, or is cancelled (a compacted
+//! revision included), it is made again on the next member, with backoff; observers are woken
+//! at the failure and after each failed attempt (they read the state, so they report the
+//! failure), and everyone is woken once it is back, since events may have been missed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use etcd_client::{EventType, WatchOptions};
+use tokio::sync::watch;
+
+use super::layout::{GroupKeys, Part};
+use super::members::Members;
+use crate::Error;
+use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::store::bound::Bound;
+use crate::store::{GroupSignal, GroupWatch};
+
+/// The groups watched by one store.
+#[derive(Default)]
+pub(crate) struct Feeds {
+    by_key: Mutex<HashMap<String, Weak<Feed>>>,
+}
+
+/// One group's watch, and the signals it wakes; the watch ends with the last
+/// [`GroupWatch`] that holds it.
+struct Feed {
+    signals: Arc<Signals>,
+    /// Whether etcd has confirmed the watch (at first; later gaps wake everyone instead).
+    ready: watch::Receiver<Start>,
+    task: tokio::task::AbortHandle,
+}
+
+#[derive(Default)]
+struct Signals {
+    releases: GroupSignal,
+    changes: GroupSignal,
+}
+
+/// How the first watch of a feed went.
+#[derive(Clone, Debug)]
+enum Start {
+    Pending,
+    Confirmed,
+    Failed(Arc<Error>),
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Which of a feed's signals a watch follows.
+#[derive(Clone, Copy)]
+pub(crate) enum Wakes {
+    Releases,
+    Changes,
+}
+
+impl Feeds {
+    /// A watch of group `keys`, woken as the table above says for `wakes`. It returns once
+    /// etcd has confirmed the group's watch, so no event after the return is missed.
+    pub(crate) async fn watch(
+        &self,
+        members: &Arc<Members>,
+        keys: GroupKeys,
+        bound: Bound,
+        wakes: Wakes,
+    ) -> Result<GroupWatch, Error> {
+        let feed = self.feed(members, keys);
+        let mut ready = feed.ready.clone();
+        let start = bound.run(ready.wait_for(|start| !matches!(start, Start::Pending))).await?;
+        if let Ok(start) = start
+            && let Start::Failed(error) = &*start
+        {
+            return Err(Error::duplicate(error));
+        }
+        let watch = match wakes {
+            Wakes::Releases => feed.signals.releases.watch(),
+            Wakes::Changes => feed.signals.changes.watch(),
+        };
+        Ok(watch.holding(feed))
+    }
+
+    /// The group's live feed, or a new one.
+    fn feed(&self, members: &Arc<Members>, keys: GroupKeys) -> Arc<Feed> {
+        let mut by_key = self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        by_key.retain(|_, feed| feed.strong_count() > 0);
+        if let Some(feed) = by_key.get(&keys.range).and_then(Weak::upgrade)
+            && !matches!(&*feed.ready.borrow(), Start::Failed(_))
+        {
+            return feed;
+        }
+        let signals = Arc::new(Signals::default());
+        let (started, ready) = watch::channel(Start::Pending);
+        let task =
+            tokio::spawn(follow(Arc::downgrade(members), keys.clone(), signals.clone(), started));
+        let feed = Arc::new(Feed { signals, ready, task: task.abort_handle() });
+        by_key.insert(keys.range, Arc::downgrade(&feed));
+        feed
+    }
+}
+
+/// Keeps the group's watch until the feed is dropped (which aborts this task).
+async fn follow(
+    members: Weak<Members>,
+    keys: GroupKeys,
+    signals: Arc<Signals>,
+    started: watch::Sender<Start>,
+) {
+    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
+    let mut first = true;
+    loop {
+        let Some(strong) = members.upgrade() else { return };
+        let opened = open(&strong, &keys).await;
+        drop(strong);
+        match opened {
+            Ok(stream) => {
+                if first {
+                    started.send_replace(Start::Confirmed);
+                    first = false;
+                } else {
+                    tracing::info!(group = %keys.range.trim_end(), "etcd watch restored");
+                    signals.releases.wake();
+                    signals.changes.wake();
+                }
+                backoff.reset();
+                let ended = deliver(stream, &keys, &signals).await;
+                tracing::warn!(group = %keys.range.trim_end(), reason = %ended, "etcd watch lost; waiters fall back to expiry timers until it is back");
+                signals.changes.wake();
+            }
+            Err(error) if first => {
+                started.send_replace(Start::Failed(Arc::new(error)));
+                return;
+            }
+            Err(error) => {
+                tracing::debug!(group = %keys.range.trim_end(), %error, "etcd watch: reconnect failed");
+                signals.changes.wake();
+            }
+        }
+        tokio::time::sleep(backoff.next_pause()).await;
+    }
+}
+
+/// A confirmed watch of the group's range on the preferred member (the next one after a
+/// failure).
+async fn open(members: &Members, keys: &GroupKeys) -> Result<etcd_client::WatchStream, Error> {
+    let bound = members.bound("watch");
+    loop {
+        let (member, client) = members.client(&bound).await?;
+        let options = WatchOptions::new().with_prefix();
+        let attempt = async {
+            let mut stream =
+                client.watch_client().watch(keys.range.as_str(), Some(options)).await?;
+            match stream.message().await? {
+                Some(reply) if reply.created() && !reply.canceled() => Ok(stream),
+                Some(reply) => Err(etcd_client::Error::WatchError(format!(
+                    "watch not created: {}",
+                    reply.cancel_reason()
+                ))),
+                None => Err(etcd_client::Error::WatchError("watch stream ended".into())),
+            }
+        };
+        match bound.run(attempt).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(error)) => {
+                members.leave(member);
+                let error = members.to_error("watch", error);
+                if !error.is_transient() || !bound.leaves(Duration::from_millis(5)) {
+                    return Err(error);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(timed_out) => {
+                members.leave(member);
+                return Err(timed_out);
+            }
+        }
+    }
+}
+
+/// Wakes the group's signals for every event, until the watch ends; returns why it ended.
+async fn deliver(
+    mut stream: etcd_client::WatchStream,
+    keys: &GroupKeys,
+    signals: &Signals,
+) -> String {
+    loop {
+        let reply = match stream.message().await {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return "the stream ended".to_owned(),
+            Err(error) => return error.to_string(),
+        };
+        if reply.canceled() {
+            return format!(
+                "cancelled by the member: {} (compacted at {})",
+                reply.cancel_reason(),
+                reply.compact_revision()
+            );
+        }
+        let (mut released, mut granted) = (false, false);
+        for event in reply.events() {
+            let Some(kv) = event.kv() else { continue };
+            if !matches!(keys.part_of(kv.key()), Some(Part::Slot(_))) {
+                continue;
+            }
+            match event.event_type() {
+                EventType::Delete => released = true,
+                EventType::Put if kv.version() > 1 => released = true,
+                EventType::Put => granted = true,
+            }
+        }
+        if released {
+            signals.releases.wake();
+        }
+        if released || granted {
+            signals.changes.wake();
+        }
+    }
+}

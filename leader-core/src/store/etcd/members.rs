@@ -1,0 +1,226 @@
+//! [`Members`]: one etcd client per member, the member calls go to, and how a failure is
+//! classed: a member that is down, cut off from its peers or without a leader is left for the
+//! next one, within the operation's deadline.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+use tokio::sync::OnceCell;
+
+use crate::Error;
+use crate::store::bound::Bound;
+
+/// How the store reaches its cluster.
+pub(crate) struct Members {
+    endpoints: Vec<String>,
+    command_timeout: Duration,
+    options: ConnectOptions,
+    /// One client per endpoint, made on first use (a client with credentials authenticates
+    /// when it is made).
+    clients: OnceCell<Vec<Client>>,
+    /// The member calls go to first; moved on after a transient failure.
+    preferred: AtomicUsize,
+}
+
+/// What a failed call means.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The member could not answer (down, unreachable, no leader, overloaded): another
+    /// member, or the same one later, may.
+    Transient(etcd_client::Error),
+    /// Only a change of configuration or input helps (credentials refused, a permission
+    /// missing, a request etcd refuses).
+    Permanent(etcd_client::Error),
+}
+
+impl Members {
+    pub(crate) fn new(
+        endpoints: Vec<String>,
+        options: ConnectOptions,
+        command_timeout: Duration,
+    ) -> Self {
+        Members {
+            endpoints,
+            command_timeout,
+            options,
+            clients: OnceCell::new(),
+            preferred: AtomicUsize::new(0),
+        }
+    }
+
+    /// The deadline of one `operation`: the command timeout from now.
+    pub(crate) fn bound(&self, operation: &'static str) -> Bound {
+        Bound::new("etcd", operation, self.command_timeout)
+    }
+
+    /// The endpoints, for `Debug` and errors.
+    pub(crate) fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    async fn clients(&self, bound: &Bound) -> Result<&[Client], Error> {
+        let made = self.clients.get_or_try_init(|| async {
+            let mut clients = Vec::with_capacity(self.endpoints.len());
+            for endpoint in &self.endpoints {
+                let connect = Client::connect([endpoint.as_str()], Some(self.options.clone()));
+                match bound.run(connect).await? {
+                    Ok(client) => clients.push(client),
+                    Err(error) => return Err(self.to_error(bound.operation(), error)),
+                }
+            }
+            Ok(clients)
+        });
+        made.await.map(Vec::as_slice)
+    }
+
+    /// The client of the preferred member, and its index.
+    pub(crate) async fn client(&self, bound: &Bound) -> Result<(usize, Client), Error> {
+        let clients = self.clients(bound).await?;
+        let index = self.preferred.load(Ordering::Relaxed) % clients.len();
+        Ok((index, clients[index].clone()))
+    }
+
+    /// Moves calls on from member `failed` to the next one (unless another call did already).
+    pub(crate) fn leave(&self, failed: usize) {
+        let next = (failed + 1) % self.endpoints.len().max(1);
+        let _ = self.preferred.compare_exchange(failed, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Runs `call` on the preferred member within `bound`; after a transient failure, on the
+    /// next member (after 5 ms, doubling), until the deadline. Every call made through here
+    /// must be safe to make twice: the store's operations re-read what they need.
+    pub(crate) async fn call<T, F>(
+        &self,
+        bound: &Bound,
+        mut call: impl FnMut(Client) -> F,
+    ) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let (member, client) = self.client(bound).await?;
+            let error = match bound.run(call(client)).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) => error,
+                Err(timed_out) => {
+                    // A member that does not answer at all (cut off, paused) is left too.
+                    self.leave(member);
+                    return Err(timed_out);
+                }
+            };
+            match classify(error) {
+                Failure::Transient(error) if bound.leaves(pause) => {
+                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], %error, "etcd member failed; trying the next");
+                    self.leave(member);
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Failure::Transient(error) => {
+                    self.leave(member);
+                    return Err(self.unavailable(bound.operation(), error));
+                }
+                Failure::Permanent(error) => return Err(permanent(bound.operation(), &error)),
+            }
+        }
+    }
+
+    /// The error of a failed call.
+    pub(crate) fn to_error(&self, operation: &'static str, error: etcd_client::Error) -> Error {
+        match classify(error) {
+            Failure::Transient(error) => self.unavailable(operation, error),
+            Failure::Permanent(error) => permanent(operation, &error),
+        }
+    }
+
+    fn unavailable(&self, operation: &'static str, error: etcd_client::Error) -> Error {
+        Error::Unavailable {
+            store: "etcd",
+            operation,
+            source: Box::new(Unreachable { endpoints: self.endpoints.join(","), error }),
+        }
+    }
+}
+
+/// The cause of an [`Error::Unavailable`]: which members were tried, and the client's error.
+#[derive(Debug)]
+struct Unreachable {
+    endpoints: String,
+    error: etcd_client::Error,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no etcd member of {} answered: {}", self.endpoints, self.error)
+    }
+}
+
+impl std::error::Error for Unreachable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+fn permanent(operation: &'static str, error: &etcd_client::Error) -> Error {
+    let message = match error {
+        etcd_client::Error::GRpcStatus(status) => match status.code() {
+            _ if status.message().contains("authentication failed") => {
+                format!("authentication refused: {}", status.message())
+            }
+            tonic::Code::Unauthenticated => {
+                format!("authentication refused: {}", status.message())
+            }
+            tonic::Code::PermissionDenied => format!(
+                "permission denied: {} (the user's role needs read and write on the store's prefix)",
+                status.message()
+            ),
+            _ => status.message().to_owned(),
+        },
+        other => other.to_string(),
+    };
+    Error::Store { store: "etcd", operation, message }
+}
+
+/// What a failure of the client means, by its gRPC code and etcd's message.
+pub(crate) fn classify(error: etcd_client::Error) -> Failure {
+    use etcd_client::Error as E;
+    match &error {
+        E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::LeaseKeepAliveError(_) => {
+            Failure::Transient(error)
+        }
+        E::GRpcStatus(status) => match status.code() {
+            tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Aborted
+            | tonic::Code::Cancelled
+            | tonic::Code::ResourceExhausted => Failure::Transient(error),
+            // etcd answers these with `Unknown` from some versions: "etcdserver: request timed
+            // out", "leader changed", "no leader", "too many requests".
+            tonic::Code::Unknown if is_passing(status.message()) => Failure::Transient(error),
+            tonic::Code::Unauthenticated if status.message().contains("invalid auth token") => {
+                // An expired token: the client authenticates again on the next call.
+                Failure::Transient(error)
+            }
+            _ => Failure::Permanent(error),
+        },
+        _ => Failure::Permanent(error),
+    }
+}
+
+fn is_passing(message: &str) -> bool {
+    ["timed out", "leader changed", "no leader", "too many requests", "stopped", "not capable"]
+        .iter()
+        .any(|passing| message.contains(passing))
+}
+
+/// Whether `error` says the lease is gone (expired or revoked).
+pub(crate) fn lease_not_found(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == tonic::Code::NotFound || status.message().contains("lease not found")
+        }
+        _ => false,
+    }
+}
