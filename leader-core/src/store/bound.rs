@@ -34,6 +34,12 @@ impl Bound {
         Error::Timeout { store: self.store, operation: self.operation, after: self.limit }
     }
 
+    /// The time left until the deadline.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub(crate) fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
     /// The operation this bounds, for errors and logs.
     #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) fn operation(&self) -> &'static str {

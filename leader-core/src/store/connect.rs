@@ -11,7 +11,7 @@ pub type SharedStore = Arc<dyn LeaseStore>;
 
 /// The schemes [`connect`] knows, for errors.
 const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel://, \
-                       redis+cluster://, postgres:// or postgresql://";
+                       redis+cluster://, postgres://, postgresql://, etcd:// or etcds://";
 
 /// Opens the store `url` names and checks that it answers (a PostgreSQL store also creates
 /// or checks its schema): `builder(url).connect().await`.
@@ -24,6 +24,8 @@ const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel:/
 /// | `redis+sentinel://host:port[,host:port…]/primary-name` | `RedisStore` through Sentinel | `redis` |
 /// | `redis+cluster://[user:password@]host:port[,host:port…]` | `RedisStore` on a Cluster | `redis` |
 /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
+/// | `etcd://[user:password@]host:port[,host:port…][/prefix]` | `EtcdStore` | `etcd` |
+/// | `etcds://…` | `EtcdStore` over TLS | `etcd-tls` |
 ///
 /// A scheme whose feature is off is a clear error naming the feature. For settings a URL
 /// cannot carry (a pool of your own, Sentinel credentials, replica acknowledgement), use
@@ -83,6 +85,7 @@ enum Kind {
     RedisSentinel,
     RedisCluster,
     Postgres,
+    Etcd,
 }
 
 impl StoreBuilder {
@@ -129,6 +132,7 @@ impl StoreBuilder {
             Kind::Memory => Ok(Arc::new(MemoryStore::new())),
             Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster => self.redis(kind),
             Kind::Postgres => self.postgres(),
+            Kind::Etcd => self.etcd(),
         }
     }
 
@@ -150,6 +154,7 @@ impl StoreBuilder {
             Some("redis+sentinel") => Kind::RedisSentinel,
             Some("redis+cluster") => Kind::RedisCluster,
             Some("postgres" | "postgresql") => Kind::Postgres,
+            Some("etcd" | "etcds") => Kind::Etcd,
             _ => return Err(self.invalid(format!("unknown scheme; expected {SCHEMES}"))),
         };
         let needs = match kind {
@@ -158,10 +163,15 @@ impl StoreBuilder {
                 (!cfg!(feature = "redis")).then_some("redis")
             }
             Kind::Postgres => (!cfg!(feature = "postgres")).then_some("postgres"),
+            Kind::Etcd => (!cfg!(feature = "etcd")).then_some("etcd"),
         };
-        let needs = needs.or_else(|| {
-            (scheme == Some("rediss") && !cfg!(feature = "redis-tls")).then_some("redis-tls")
-        });
+        let needs = needs
+            .or_else(|| {
+                (scheme == Some("rediss") && !cfg!(feature = "redis-tls")).then_some("redis-tls")
+            })
+            .or_else(|| {
+                (scheme == Some("etcds") && !cfg!(feature = "etcd-tls")).then_some("etcd-tls")
+            });
         match needs {
             Some(feature) => Err(self.invalid(format!(
                 "{}:// URLs need the `{feature}` feature of leader",
@@ -256,6 +266,20 @@ impl StoreBuilder {
     fn postgres(self) -> Result<SharedStore, Error> {
         Err(self.invalid("postgres:// URLs need the `postgres` feature of leader"))
     }
+
+    #[cfg(feature = "etcd")]
+    fn etcd(self) -> Result<SharedStore, Error> {
+        let mut builder = super::etcd::EtcdStore::builder(self.url);
+        if let Some(timeout) = self.command_timeout {
+            builder = builder.command_timeout(timeout);
+        }
+        Ok(Arc::new(builder.build()?))
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    fn etcd(self) -> Result<SharedStore, Error> {
+        Err(self.invalid("etcd:// URLs need the `etcd` feature of leader"))
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +319,21 @@ mod tests {
     fn a_scheme_whose_feature_is_off_names_the_feature() {
         let err = refusal("postgres://app@db/app");
         assert!(err.contains("need the `postgres` feature"), "{err}");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_urls() {
+        let store = builder("etcd://10.0.0.1:2379,10.0.0.2:2379/apps/").build().unwrap();
+        assert_eq!(store.kind(), "etcd");
+        assert!(refusal("etcd://10.0.0.1").contains("is not host:port"), "{}", refusal("etcd://x"));
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    #[test]
+    fn an_etcd_url_without_the_feature_names_it() {
+        let err = refusal("etcd://127.0.0.1:2379");
+        assert!(err.contains("need the `etcd` feature"), "{err}");
     }
 
     #[cfg(not(feature = "redis"))]

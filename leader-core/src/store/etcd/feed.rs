@@ -158,12 +158,11 @@ async fn follow(
 /// failure).
 async fn open(members: &Members, keys: &GroupKeys) -> Result<etcd_client::WatchStream, Error> {
     let bound = members.bound("watch");
-    loop {
-        let (member, client) = members.client(&bound).await?;
-        let options = WatchOptions::new().with_prefix();
-        let attempt = async {
-            let mut stream =
-                client.watch_client().watch(keys.range.as_str(), Some(options)).await?;
+    let open = members.call(&bound, |client| {
+        let range = keys.range.clone();
+        async move {
+            let options = WatchOptions::new().with_prefix();
+            let mut stream = client.watch_client().watch(range, Some(options)).await?;
             match stream.message().await? {
                 Some(reply) if reply.created() && !reply.canceled() => Ok(stream),
                 Some(reply) => Err(etcd_client::Error::WatchError(format!(
@@ -172,23 +171,9 @@ async fn open(members: &Members, keys: &GroupKeys) -> Result<etcd_client::WatchS
                 ))),
                 None => Err(etcd_client::Error::WatchError("watch stream ended".into())),
             }
-        };
-        match bound.run(attempt).await {
-            Ok(Ok(stream)) => return Ok(stream),
-            Ok(Err(error)) => {
-                members.leave(member);
-                let error = members.to_error("watch", error);
-                if !error.is_transient() || !bound.leaves(Duration::from_millis(5)) {
-                    return Err(error);
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(timed_out) => {
-                members.leave(member);
-                return Err(timed_out);
-            }
         }
-    }
+    });
+    open.await
 }
 
 /// Wakes the group's signals for every event, until the watch ends; returns why it ended.

@@ -88,8 +88,11 @@ impl Members {
     }
 
     /// Runs `call` on the preferred member within `bound`; after a transient failure, on the
-    /// next member (after 5 ms, doubling), until the deadline. Every call made through here
-    /// must be safe to make twice: the store's operations re-read what they need.
+    /// next member (after 5 ms, doubling), until the deadline. Each attempt has an equal
+    /// share of the time left among the members not tried yet, so a member that does not
+    /// answer at all (dead, paused, cut off) leaves time for the others. Every call made
+    /// through here must be safe to make twice: the store's operations re-read what they
+    /// need.
     pub(crate) async fn call<T, F>(
         &self,
         bound: &Bound,
@@ -99,15 +102,22 @@ impl Members {
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
         let mut pause = Duration::from_millis(5);
+        let mut untried = self.endpoints.len().max(1);
         loop {
             let (member, client) = self.client(bound).await?;
-            let error = match bound.run(call(client)).await {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(error)) => error,
-                Err(timed_out) => {
-                    // A member that does not answer at all (cut off, paused) is left too.
+            let share = bound.left() / u32::try_from(untried).unwrap_or(1).max(1);
+            untried = untried.saturating_sub(1).max(1);
+            let error = match bound.run(tokio::time::timeout(share, call(client))).await {
+                Ok(Ok(Ok(value))) => return Ok(value),
+                Ok(Ok(Err(error))) => error,
+                Ok(Err(_)) if bound.leaves(pause) => {
+                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], "etcd member did not answer; trying the next");
                     self.leave(member);
-                    return Err(timed_out);
+                    continue;
+                }
+                Ok(Err(_)) | Err(_) => {
+                    self.leave(member);
+                    return Err(bound.timed_out());
                 }
             };
             match classify(error) {
@@ -195,9 +205,10 @@ pub(crate) fn classify(error: etcd_client::Error) -> Failure {
             | tonic::Code::Aborted
             | tonic::Code::Cancelled
             | tonic::Code::ResourceExhausted => Failure::Transient(error),
-            // etcd answers these with `Unknown` from some versions: "etcdserver: request timed
-            // out", "leader changed", "no leader", "too many requests".
-            tonic::Code::Unknown if is_passing(status.message()) => Failure::Transient(error),
+            // The client's own failures (a connection reset, an HTTP/2 error: "transport
+            // error"), and etcd's "request timed out", "leader changed", "no leader" from
+            // versions that send them without a code. etcd's refusals all have a code.
+            tonic::Code::Unknown | tonic::Code::Internal => Failure::Transient(error),
             tonic::Code::Unauthenticated if status.message().contains("invalid auth token") => {
                 // An expired token: the client authenticates again on the next call.
                 Failure::Transient(error)
@@ -206,12 +217,6 @@ pub(crate) fn classify(error: etcd_client::Error) -> Failure {
         },
         _ => Failure::Permanent(error),
     }
-}
-
-fn is_passing(message: &str) -> bool {
-    ["timed out", "leader changed", "no leader", "too many requests", "stopped", "not capable"]
-        .iter()
-        .any(|passing| message.contains(passing))
 }
 
 /// Whether `error` says the lease is gone (expired or revoked).
