@@ -5,7 +5,10 @@
 //! cargo run --example demo                                      # in-memory store
 //! cargo run --example demo -- redis://127.0.0.1:6379             # Redis
 //! cargo run --example demo -- postgres://postgres@127.0.0.1:5432/test
+//! cargo run --example demo -- --etcd etcd://127.0.0.1:2379        # etcd
 //! ```
+//!
+//! A store can also be named by its kind: `--redis URL`, `--postgres URL`, `--etcd URL`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,20 +183,34 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-const USAGE: &str = "usage: cargo run --example demo [-- STORE_URL], for example \
-                     redis://127.0.0.1:6379 or postgres://postgres@127.0.0.1:5432/test";
+const USAGE: &str = "usage: cargo run --example demo [-- [--redis|--postgres|--etcd] STORE_URL], \
+                     for example redis://127.0.0.1:6379, postgres://postgres@127.0.0.1:5432/test \
+                     or --etcd etcd://127.0.0.1:2379";
 
-/// The in-memory store, or the store a URL names (`redis://…`, `postgres://…`).
+/// The in-memory store, or the store a URL names (`redis://…`, `postgres://…`,
+/// `etcd://…`), alone or after the flag of its kind.
 async fn store_from_args() -> Result<SharedStore, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let url = match args.as_slice() {
         [] => "memory://",
         [url] if !url.starts_with('-') => url,
+        [kind, url] if store_kind(url) == kind.strip_prefix("--") => url,
         _ => return Err(USAGE.to_owned()),
     };
     leader::store::connect(url).await.map_err(|error| {
         format!("cannot use {}: {}", leader::store::redact_url(url), chain(&error))
     })
+}
+
+/// The flag name of the store `url` names: `redis`, `postgres` or `etcd`.
+fn store_kind(url: &str) -> Option<&'static str> {
+    let scheme = url.split_once("://")?.0;
+    match scheme {
+        "redis" | "rediss" | "unix" | "redis+sentinel" | "redis+cluster" => Some("redis"),
+        "postgres" | "postgresql" => Some("postgres"),
+        "etcd" | "etcds" => Some("etcd"),
+        _ => None,
+    }
 }
 
 #[tokio::main]

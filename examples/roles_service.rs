@@ -12,6 +12,7 @@
 //! cargo run --example roles_service -- --store redis://127.0.0.1:6379 --listen 127.0.0.1:7001
 //! cargo run --example roles_service -- --store redis://127.0.0.1:6379 --listen 127.0.0.1:7002
 //! cargo run --example roles_service -- --store postgres://postgres@127.0.0.1:5432/test
+//! cargo run --example roles_service -- --store etcd://127.0.0.1:2379 --listen 127.0.0.1:7001
 //! cargo run --example roles_service                      # in-memory: leads both roles alone
 //! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
 //! ```
@@ -134,7 +135,8 @@ async fn ask(address: &str, request: &str) -> std::io::Result<String> {
     Ok(answer.trim().to_owned())
 }
 
-/// The store `--store URL` names (`redis://…`, `postgres://…`), in-memory without one.
+/// The store `--store URL` names (`redis://…`, `postgres://…`, `etcd://…`), in-memory
+/// without one.
 async fn store_from_args(args: &[String]) -> Result<SharedStore, leader::Error> {
     let url = match args.iter().position(|arg| arg == "--store") {
         Some(i) => args.get(i + 1).map(String::as_str).unwrap_or_default(),

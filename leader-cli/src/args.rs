@@ -7,15 +7,16 @@ use clap::{Parser, Subcommand};
 use leader::KeyOptions;
 use leader::store::SharedStore;
 
-/// Show, watch and free the slots of leader groups kept in Redis, Valkey or PostgreSQL.
+/// Show, watch and free the slots of leader groups kept in Redis, Valkey, PostgreSQL or etcd.
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
 pub struct Cli {
     /// The store's URL: `redis://…` (or `rediss://` for TLS, `unix://`,
     /// `redis+sentinel://host:port/primary`, `redis+cluster://host:port,…`) for Redis or
     /// Valkey, `postgres://…` for PostgreSQL (user and password go in it; TLS with
-    /// `?sslmode=require`, or whenever the server offers it). TLS certificates are always
-    /// verified.
+    /// `?sslmode=require`, or whenever the server offers it), `etcd://[user:password@]
+    /// host:port[,host:port…][/prefix]` for etcd (`etcds://` for TLS). TLS certificates are
+    /// always verified.
     #[arg(long, env = "LEADER_STORE_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.

@@ -297,3 +297,55 @@ async fn postgres_over_tls_verifies_the_certificate_against_the_ca_file() {
     let output = leader(&url, &["state", "reports", "--ca-file", "/nonexistent/ca.crt"]);
     assert!(stderr(&output).contains("cannot read --ca-file /nonexistent/ca.crt"));
 }
+
+/// `state`, `groups`, `release` and `watch --json` on etcd.
+#[tokio::test]
+async fn state_groups_release_and_watch_work_on_etcd() {
+    use leader::EtcdStore;
+    use leader_testkit::etcd::EtcdServer;
+
+    let server = EtcdServer::start();
+    let url = format!("{}/apps/", server.url());
+    let store = EtcdStore::connect(&url).await.unwrap();
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_leader"))
+        .args(["--url", &url, "watch", "reports", "--json", "--duration", "60s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<serde_json::Value>();
+    let watched = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(watched).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(serde_json::from_str(&line).expect("one JSON object per line"));
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(10)).expect("a change within 10 s");
+    assert_eq!(next()["active"], 0);
+
+    let (token, fence) = hold(&store, "leader:reports", "worker-etcd").await;
+    let granted = next();
+    assert_eq!(granted["slots"][0]["holder"], "worker-etcd", "{granted}");
+    assert_eq!(granted["slots"][0]["fence"], fence, "{granted}");
+
+    let output = leader(&url, &["state", "reports"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    assert!(table.starts_with("group reports (key leader:reports): 1 of 3 slots held"), "{table}");
+    assert!(table.contains("worker-etcd") && table.contains(&fence.to_string()), "{table}");
+
+    let output = leader(&url, &["groups"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).lines().any(|line| line.starts_with("reports ")),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = leader(&url, &["release", "reports", "--token", &token.to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(next()["active"], 0, "the watcher saw the release");
+    assert!(store.state("leader:reports").await.unwrap().leaders.is_empty());
+    watcher.kill().unwrap();
+    let _ = watcher.wait();
+}

@@ -162,7 +162,7 @@ struct Unreachable {
 
 impl std::fmt::Display for Unreachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no etcd member of {} answered: {}", self.endpoints, self.error)
+        write!(f, "no etcd member of {} answered", self.endpoints)
     }
 }
 
