@@ -1,5 +1,7 @@
-//! The deployment a scenario runs on (Redis or PostgreSQL), started by the harness itself.
+//! The deployment a scenario runs on (Redis, PostgreSQL or etcd), started by the harness
+//! itself.
 
+use leader_testkit::etcd::EtcdCluster;
 use leader_testkit::postgres_server::PostgresServer;
 use leader_testkit::redis_cluster::RedisCluster;
 use leader_testkit::redis_sentinel::RedisSentinel;
@@ -18,6 +20,8 @@ pub enum Topology {
     Cluster,
     /// One PostgreSQL server.
     Postgres,
+    /// Three etcd members.
+    Etcd,
 }
 
 /// A running deployment, stopped on drop.
@@ -30,16 +34,23 @@ pub enum Backend {
     Cluster(RedisCluster),
     /// One PostgreSQL server.
     Postgres(PostgresServer),
+    /// Three etcd members.
+    Etcd(EtcdCluster),
 }
 
 impl Backend {
-    /// Starts a deployment of `topology` (blocking: it waits for the servers to answer).
+    /// Starts a deployment of `topology` (blocking: it waits for the servers to answer; an
+    /// etcd cluster's peer proxies run on the current Tokio runtime).
     pub fn start(topology: Topology) -> Self {
         match topology {
             Topology::Standalone => Backend::Standalone(RedisServer::start()),
             Topology::Sentinel => Backend::Sentinel(RedisSentinel::start()),
             Topology::Cluster => Backend::Cluster(RedisCluster::start()),
             Topology::Postgres => Backend::Postgres(PostgresServer::start()),
+            Topology::Etcd => {
+                let runtime = tokio::runtime::Handle::current();
+                Backend::Etcd(runtime.block_on(EtcdCluster::start(3)))
+            }
         }
     }
 
@@ -50,6 +61,7 @@ impl Backend {
             Backend::Sentinel(set_up) => StoreSpec::sentinel(&set_up.sentinel_url()),
             Backend::Cluster(cluster) => StoreSpec::cluster(&cluster.urls()),
             Backend::Postgres(server) => StoreSpec::postgres(server.url()),
+            Backend::Etcd(cluster) => StoreSpec::etcd(cluster.url()),
         }
     }
 

@@ -34,7 +34,8 @@ pub struct Outcome {
 /// What a fault acts on.
 struct Lab {
     backend: Backend,
-    proxy: Option<Proxy>,
+    /// The fault proxies candidates go through (one per etcd member; one otherwise).
+    proxies: Vec<Proxy>,
     fleet: Fleet,
     key: String,
     lease: Duration,
@@ -53,17 +54,29 @@ pub async fn run_scenario(
         .await
         .map_err(|e| format!("starting {topology:?}: {e}"))?;
     let direct = backend.spec();
-    let proxy = match (scenario.uses_proxy(), &backend) {
-        (true, Backend::Standalone(server)) => Some(Proxy::start(server.port).await),
-        (true, Backend::Postgres(server)) => Some(Proxy::start(server.port).await),
-        _ => None,
-    };
-    let through = match (&proxy, &backend) {
-        (Some(proxy), Backend::Postgres(_)) => {
+    let mut proxies = Vec::new();
+    if scenario.uses_proxy() {
+        let ports = match &backend {
+            Backend::Standalone(server) => vec![server.port],
+            Backend::Postgres(server) => vec![server.port],
+            Backend::Etcd(cluster) => cluster.members.iter().map(|m| m.client_port).collect(),
+            _ => Vec::new(),
+        };
+        for port in ports {
+            proxies.push(Proxy::start(port).await);
+        }
+    }
+    let through = match (proxies.as_slice(), &backend) {
+        ([], _) => direct.clone(),
+        ([proxy], Backend::Postgres(_)) => {
             StoreSpec::postgres(format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port))
         }
-        (Some(proxy), _) => StoreSpec::standalone(proxy.url()),
-        (None, _) => direct.clone(),
+        (proxies, Backend::Etcd(_)) => {
+            let ports: Vec<String> =
+                proxies.iter().map(|proxy| format!("127.0.0.1:{}", proxy.port)).collect();
+            StoreSpec::etcd(format!("etcd://{}", ports.join(",")))
+        }
+        ([proxy, ..], _) => StoreSpec::standalone(proxy.url()),
     };
     let register = FencedRegister::start(scenario.max_leaders).await.map_err(|e| e.to_string())?;
     let key = format!("chaos:{}", scenario.name);
@@ -82,7 +95,7 @@ pub async fn run_scenario(
     let fleet = Fleet::spawn(program, scenario.candidates, &args).map_err(|e| e.to_string())?;
     let monitor_store = direct.connect(Duration::from_millis(200), 0).map_err(|e| e.to_string())?;
     let monitor = Monitor::start(monitor_store.clone(), key.clone(), Duration::from_millis(5));
-    let mut lab = Lab { backend, proxy, fleet, key, lease };
+    let mut lab = Lab { backend, proxies, fleet, key, lease };
     let n = scenario.max_leaders as usize;
 
     lab.fleet.wait_for_leaders(n, 0, Duration::from_secs(15)).await?;
@@ -99,8 +112,9 @@ pub async fn run_scenario(
     sleep(lease).await;
 
     let unclean_exits = lab.fleet.stop().await;
-    // Killed holders' slots run out within a lease of their last renewal.
-    sleep(lease + Duration::from_millis(200)).await;
+    // Killed holders' slots run out within a lease of their last renewal (and etcd deletes
+    // an expired lease's keys within half a second).
+    sleep(lease + Duration::from_millis(200) + scenario.expiry_slack()).await;
     let leaked = live_slots(&*monitor_store, &lab.key).await?;
     let run = Run {
         max_leaders: n,
@@ -111,7 +125,7 @@ pub async fn run_scenario(
         killed: lab.fleet.killed(),
         leaked,
         unclean_exits,
-        recovery_bound: timing.recovery_bound(),
+        recovery_bound: scenario.recovery_bound(timing),
         store_forgets_grants: scenario.store_forgets_grants(),
         expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite,
         shortfall_bound: scenario.shortfall_bound(timing),
@@ -188,7 +202,11 @@ impl Lab {
                 sleep(lease * 3 / 2).await;
                 self.server()?.resume();
             }
-            Fault::CutConnections => self.proxy()?.cut().await,
+            Fault::CutConnections => {
+                for proxy in self.proxies()? {
+                    proxy.cut().await;
+                }
+            }
             Fault::BlackHole => self.proxy_fault(proxy::Fault::BlackHole, lease * 3 / 2).await?,
             Fault::Latency(divisor) => {
                 self.proxy_fault(proxy::Fault::Latency(lease / divisor), 3 * lease).await?
@@ -226,6 +244,32 @@ impl Lab {
                 block_in_place(|| server.pause());
                 sleep(lease * 3 / 2).await;
                 block_in_place(|| server.resume());
+            }
+            Fault::KillEtcdLeader => {
+                let leader = self.etcd_leader().await?;
+                let cluster = self.etcd()?;
+                block_in_place(|| cluster.members[leader].kill());
+                sleep(lease).await;
+                block_in_place(|| self.etcd().map(|cluster| cluster.members[leader].start_again()))?;
+            }
+            Fault::RestartEtcd => {
+                let cluster = self.etcd()?;
+                block_in_place(|| cluster.members.iter_mut().for_each(|member| member.kill()));
+                sleep(lease).await;
+                let cluster = self.etcd()?;
+                block_in_place(|| cluster.members.iter_mut().for_each(|member| member.start_again()));
+            }
+            Fault::PauseEtcdLeader => {
+                let leader = self.etcd_leader().await?;
+                self.etcd()?.members[leader].pause();
+                sleep(lease * 3 / 2).await;
+                self.etcd()?.members[leader].resume();
+            }
+            Fault::IsolateEtcdLeader => {
+                let leader = self.etcd_leader().await?;
+                self.etcd()?.isolate(leader).await;
+                sleep(lease * 3 / 2).await;
+                self.etcd()?.heal();
             }
             Fault::RestartClusterNode => {
                 let Backend::Cluster(cluster) = &mut self.backend else {
@@ -265,15 +309,31 @@ impl Lab {
         self.backend.server().ok_or_else(|| "this fault needs the standalone topology".into())
     }
 
-    fn proxy(&self) -> Result<&Proxy, String> {
-        self.proxy.as_ref().ok_or_else(|| "this fault needs the proxy".into())
+    fn proxies(&self) -> Result<&[Proxy], String> {
+        match self.proxies.as_slice() {
+            [] => Err("this fault needs the proxy".into()),
+            proxies => Ok(proxies),
+        }
     }
 
     async fn proxy_fault(&self, fault: proxy::Fault, lasting: Duration) -> Result<(), String> {
-        self.proxy()?.set(fault);
+        self.proxies()?.iter().for_each(|proxy| proxy.set(fault));
         sleep(lasting).await;
-        self.proxy()?.set(proxy::Fault::None);
+        self.proxies()?.iter().for_each(|proxy| proxy.set(proxy::Fault::None));
         Ok(())
+    }
+
+    fn etcd(&mut self) -> Result<&mut leader_testkit::etcd::EtcdCluster, String> {
+        match &mut self.backend {
+            Backend::Etcd(cluster) => Ok(cluster),
+            _ => Err("this fault needs the etcd topology".into()),
+        }
+    }
+
+    /// The member that leads the etcd cluster now.
+    async fn etcd_leader(&mut self) -> Result<usize, String> {
+        let cluster = self.etcd()?;
+        Ok(cluster.wait_for_leader(Duration::from_secs(10)).await)
     }
 }
 

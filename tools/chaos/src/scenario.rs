@@ -49,6 +49,15 @@ pub enum Fault {
     RestartPostgres,
     /// SIGSTOP PostgreSQL (every process) for one and a half leases, then SIGCONT.
     PausePostgres,
+    /// SIGKILL etcd's Raft leader and start it again on its data after one lease.
+    KillEtcdLeader,
+    /// SIGKILL every etcd member and start them again on their data after one lease.
+    RestartEtcd,
+    /// SIGSTOP etcd's Raft leader for one and a half leases, then SIGCONT.
+    PauseEtcdLeader,
+    /// Cut etcd's Raft leader off from its peers for one and a half leases (clients still
+    /// reach it), then heal.
+    IsolateEtcdLeader,
 }
 
 /// One scenario.
@@ -92,7 +101,7 @@ impl Scenario {
     /// to come back. `None` for other faults, which are judged by their recovery.
     pub fn shortfall_bound(&self, timing: Timing) -> Option<Duration> {
         match self.fault {
-            Fault::Latency(divisor) => Some(timing.recovery_bound() + 2 * timing.lease / divisor),
+            Fault::Latency(divisor) => Some(self.recovery_bound(timing) + 2 * timing.lease / divisor),
             _ => None,
         }
     }
@@ -101,6 +110,30 @@ impl Scenario {
     /// leaves time to renew, since renewals are due when two thirds of the lease remain.
     pub fn terms_must_not_lapse(&self) -> bool {
         matches!(self.fault, Fault::Latency(divisor) if divisor > 4)
+    }
+
+    /// The longest a recovery may take. On etcd, a slot taken over from a holder that never
+    /// released it is acted on one TTL after its grant (the lock-delay), the lease's keys go
+    /// up to half a second after it ends, and a lost Raft leader is replaced within an
+    /// election timeout: two leases and those.
+    pub fn recovery_bound(&self, timing: Timing) -> Duration {
+        match self.topology {
+            Topology::Etcd => {
+                let election =
+                    Duration::from_millis(leader_testkit::etcd::ELECTION_TIMEOUT_MS);
+                timing.recovery_bound() + timing.lease + election + Duration::from_millis(500)
+            }
+            _ => timing.recovery_bound(),
+        }
+    }
+
+    /// How long after a lease ends the store may still show the slot: etcd deletes an
+    /// expired lease's keys within half a second.
+    pub fn expiry_slack(&self) -> Duration {
+        match self.topology {
+            Topology::Etcd => Duration::from_millis(600),
+            _ => Duration::ZERO,
+        }
     }
 
     /// Whether the fault makes the store forget grants (a restart without data, at once).
@@ -215,6 +248,44 @@ pub const SCENARIOS: &[Scenario] = {
         scenario("pg-pause", PausePostgres, "PostgreSQL SIGSTOPped 1.5 leases", 4, 1, Postgres),
         scenario("pg-cut", CutConnections, "every connection cut", 4, 1, Postgres),
         scenario("pg-black-hole", BlackHole, "black hole 1.5 leases", 4, 1, Postgres),
+        scenario("etcd-kill-holder", KillHolder, "holder SIGKILLed", 4, 1, Etcd),
+        scenario("etcd-kill-holder-n2", KillHolder, "holder SIGKILLed", 5, 2, Etcd),
+        scenario("etcd-pause-holder", PauseHolder, "holder SIGSTOPped 2 leases", 4, 1, Etcd),
+        scenario(
+            "etcd-kill-leader",
+            KillEtcdLeader,
+            "Raft leader SIGKILLed, back on its data after 1 lease",
+            4,
+            1,
+            Etcd,
+        ),
+        scenario(
+            "etcd-restart-all",
+            RestartEtcd,
+            "every member SIGKILLed, back on their data after 1 lease",
+            4,
+            1,
+            Etcd,
+        ),
+        scenario(
+            "etcd-pause-leader",
+            PauseEtcdLeader,
+            "Raft leader SIGSTOPped 1.5 leases",
+            4,
+            1,
+            Etcd,
+        ),
+        scenario(
+            "etcd-isolate-leader",
+            IsolateEtcdLeader,
+            "Raft leader cut off from its peers 1.5 leases",
+            4,
+            1,
+            Etcd,
+        ),
+        scenario("etcd-cut", CutConnections, "every connection cut", 4, 1, Etcd),
+        scenario("etcd-black-hole", BlackHole, "black hole 1.5 leases", 4, 1, Etcd),
+        scenario("etcd-latency", Latency(10), "+lease/10 each way, 3 leases", 4, 1, Etcd),
     ]
 };
 

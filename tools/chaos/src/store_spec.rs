@@ -11,8 +11,8 @@ use leader::store::SharedStore;
 /// The master name the harness's Sentinel set-up watches.
 pub const SENTINEL_MASTER: &str = leader_testkit::redis_sentinel::MASTER_NAME;
 
-/// A store URL: `redis://…`, `redis+sentinel://…/primary`, `redis+cluster://…` or
-/// `postgres://…` (see `leader::store::connect`).
+/// A store URL: `redis://…`, `redis+sentinel://…/primary`, `redis+cluster://…`,
+/// `postgres://…` or `etcd://…` (see `leader::store::connect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSpec(String);
 
@@ -35,6 +35,11 @@ impl StoreSpec {
 
     /// A PostgreSQL server at `url` (`postgres://…`).
     pub fn postgres(url: impl Into<String>) -> Self {
+        StoreSpec(url.into())
+    }
+
+    /// An etcd cluster at `url` (`etcd://host:port,…`).
+    pub fn etcd(url: impl Into<String>) -> Self {
         StoreSpec(url.into())
     }
 
