@@ -250,14 +250,18 @@ impl Lab {
                 let cluster = self.etcd()?;
                 block_in_place(|| cluster.members[leader].kill());
                 sleep(lease).await;
-                block_in_place(|| self.etcd().map(|cluster| cluster.members[leader].start_again()))?;
+                block_in_place(|| {
+                    self.etcd().map(|cluster| cluster.members[leader].start_again())
+                })?;
             }
             Fault::RestartEtcd => {
                 let cluster = self.etcd()?;
                 block_in_place(|| cluster.members.iter_mut().for_each(|member| member.kill()));
                 sleep(lease).await;
                 let cluster = self.etcd()?;
-                block_in_place(|| cluster.members.iter_mut().for_each(|member| member.start_again()));
+                block_in_place(|| {
+                    cluster.members.iter_mut().for_each(|member| member.start_again())
+                });
             }
             Fault::PauseEtcdLeader => {
                 let leader = self.etcd_leader().await?;

@@ -101,7 +101,9 @@ impl Scenario {
     /// to come back. `None` for other faults, which are judged by their recovery.
     pub fn shortfall_bound(&self, timing: Timing) -> Option<Duration> {
         match self.fault {
-            Fault::Latency(divisor) => Some(self.recovery_bound(timing) + 2 * timing.lease / divisor),
+            Fault::Latency(divisor) => {
+                Some(self.recovery_bound(timing) + 2 * timing.lease / divisor)
+            }
             _ => None,
         }
     }
@@ -119,8 +121,7 @@ impl Scenario {
     pub fn recovery_bound(&self, timing: Timing) -> Duration {
         match self.topology {
             Topology::Etcd => {
-                let election =
-                    Duration::from_millis(leader_testkit::etcd::ELECTION_TIMEOUT_MS);
+                let election = Duration::from_millis(leader_testkit::etcd::ELECTION_TIMEOUT_MS);
                 timing.recovery_bound() + timing.lease + election + Duration::from_millis(500)
             }
             _ => timing.recovery_bound(),

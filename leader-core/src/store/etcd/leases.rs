@@ -1,0 +1,231 @@
+//! etcd leases for slots: granting one (learning the cluster's minimum TTL), keeping one
+//! alive, revoking one, reusing the ones released slots leave ([`LeasePool`]), and waiting out
+//! a takeover's lock-delay.
+//!
+//! A lease grant is a Raft write; a keep-alive is not (the leader's lessor answers it). So a
+//! store keeps the leases of the slots it released, kept alive on reuse, and a warm grant
+//! costs one write, the transaction.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::EtcdStore;
+use super::members::lease_not_found;
+use crate::Error;
+use crate::store::bound::Bound;
+
+/// How many unused leases a store keeps per TTL.
+const POOLED_PER_TTL: usize = 64;
+
+/// A lease for a slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewLease {
+    pub id: i64,
+    /// Its TTL in seconds, as granted.
+    pub ttl: i64,
+    /// When its grant (or its last keep-alive) was sent: it expires no earlier than this
+    /// plus its TTL.
+    pub sent_at: Instant,
+}
+
+/// The leases of released slots, by TTL, to be used again.
+#[derive(Default)]
+pub(crate) struct LeasePool {
+    by_ttl: Mutex<HashMap<i64, Vec<NewLease>>>,
+}
+
+impl LeasePool {
+    /// A kept lease of `ttl` seconds with more than a third of it left, if there is one.
+    pub(crate) fn take(&self, ttl: i64) -> Option<NewLease> {
+        let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let leases = by_ttl.get_mut(&ttl)?;
+        while let Some(lease) = leases.pop() {
+            if lease.sent_at.elapsed() < secs(ttl) * 2 / 3 {
+                return Some(lease);
+            }
+        }
+        None
+    }
+
+    /// Keeps `lease` for reuse; `false` if the pool is full (the caller revokes it).
+    fn give(&self, lease: NewLease) -> bool {
+        let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let leases = by_ttl.entry(lease.ttl).or_default();
+        leases.retain(|kept| kept.sent_at.elapsed() < secs(kept.ttl));
+        if leases.len() >= POOLED_PER_TTL {
+            return false;
+        }
+        leases.push(lease);
+        true
+    }
+}
+
+impl EtcdStore {
+    /// A lease of `ttl` seconds: a kept one, kept alive (no Raft write), or a new grant.
+    /// See [`grant_lease`](Self::grant_lease) for `lease_time`.
+    pub(crate) async fn lease(
+        &self,
+        bound: &Bound,
+        ttl: i64,
+        lease_time: Option<Duration>,
+    ) -> Result<NewLease, Error> {
+        while let Some(kept) = self.inner.leases.take(ttl) {
+            if let Some(alive) = self.renew_kept(bound, kept).await? {
+                return Ok(alive);
+            }
+        }
+        self.grant_lease(bound, ttl, lease_time).await
+    }
+
+    /// Keeps `kept` alive: the lease with its new `sent_at`, or `None` if it is gone.
+    pub(crate) async fn renew_kept(
+        &self,
+        bound: &Bound,
+        kept: NewLease,
+    ) -> Result<Option<NewLease>, Error> {
+        let sent_at = Instant::now();
+        Ok(self.keep_alive(bound, kept.id).await?.then_some(NewLease { sent_at, ..kept }))
+    }
+
+    /// A lease taken for a grant that did not happen: kept for the next one.
+    pub(crate) fn unused(&self, lease: NewLease) {
+        if !self.inner.leases.give(lease) {
+            self.revoke_behind(lease.id);
+        }
+    }
+
+    /// [`unused`](Self::unused), for a lease an acquire may have taken.
+    pub(crate) fn put_back(&self, lease: Option<NewLease>) {
+        if let Some(lease) = lease {
+            self.unused(lease);
+        }
+    }
+
+    /// Grants a lease of `ttl` seconds. If the cluster raised it to its minimum, the minimum
+    /// is remembered and, for a `lease_time` the holder counts on, refused (and the lease
+    /// revoked); `None` takes a longer lease (a release kept for its minimum lease).
+    pub(crate) async fn grant_lease(
+        &self,
+        bound: &Bound,
+        ttl: i64,
+        lease_time: Option<Duration>,
+    ) -> Result<NewLease, Error> {
+        let sent_at = Instant::now();
+        let reply = self
+            .inner
+            .members
+            .call(bound, |client| async move { client.lease_client().grant(ttl, None).await })
+            .await?;
+        let lease = NewLease { id: reply.id(), ttl: reply.ttl(), sent_at };
+        if lease.ttl > ttl {
+            self.inner.min_ttl.fetch_max(lease.ttl, Ordering::Relaxed);
+            if let Some(lease_time) = lease_time {
+                self.revoke_behind(lease.id);
+                return Err(too_short(lease_time, lease.ttl));
+            }
+        }
+        Ok(lease)
+    }
+
+    /// Revokes a lease no key uses, without waiting (it would expire by itself anyway).
+    pub(crate) fn revoke_behind(&self, lease: i64) {
+        let members = self.inner.members.clone();
+        tokio::spawn(async move {
+            let bound = members.bound("revoke");
+            let revoke = members
+                .call(&bound, |client| async move { client.lease_client().revoke(lease).await });
+            if let Err(error) = revoke.await {
+                tracing::debug!(lease, %error, "could not revoke an unused etcd lease; it expires by itself");
+            }
+        });
+    }
+
+    /// Revokes `lease`, waiting for the answer (a renewal under it fails from then on).
+    pub(crate) async fn revoke(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
+        let members = &self.inner.members;
+        let revoke =
+            members.call(bound, |client| async move { client.lease_client().revoke(lease).await });
+        match revoke.await {
+            Ok(_) => Ok(()),
+            Err(Error::Store { message, .. }) if message.contains("not found") => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Keeps `lease` alive: `Ok(true)` when it was, `Ok(false)` when it is gone.
+    pub(crate) async fn keep_alive(&self, bound: &Bound, lease: i64) -> Result<bool, Error> {
+        let call = self.inner.members.call(bound, |client| async move {
+            match client.lease_client().keep_alive(lease).await {
+                Ok(_) => Ok(true),
+                Err(error) if lease_not_found(&error) => Ok(false),
+                Err(error) => Err(error),
+            }
+        });
+        call.await
+    }
+
+    /// Waits out a takeover's lock-delay until `until`, keeping `lease` alive (every third of
+    /// its TTL, and once at the end); returns the lease as last kept alive, or `None` if it
+    /// was lost meanwhile.
+    pub(crate) async fn lock_delay(
+        &self,
+        lease: NewLease,
+        until: Instant,
+    ) -> Result<Option<NewLease>, Error> {
+        let every = secs(lease.ttl) / 3;
+        let mut lease = lease;
+        loop {
+            let next = (lease.sent_at + every).min(until);
+            tokio::time::sleep_until(next).await;
+            match self.renew_kept(&self.bound("acquire"), lease).await? {
+                Some(alive) => lease = alive,
+                None => return Ok(None),
+            }
+            if next >= until {
+                return Ok(Some(lease));
+            }
+        }
+    }
+}
+
+/// `ttl` seconds.
+pub(crate) fn secs(ttl: i64) -> Duration {
+    Duration::from_secs(u64::try_from(ttl).unwrap_or(0))
+}
+
+/// The error for a `lease_time` below the cluster's minimum TTL (`min` seconds).
+pub(crate) fn too_short(lease_time: Duration, min: i64) -> Error {
+    Error::invalid_option(
+        "lease_time",
+        format!("{lease_time:?}"),
+        format!(
+            "must be at least {min}s with this etcd cluster: its minimum lease TTL (one and a \
+             half election timeouts, rounded up to a second)"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn kept_leases_are_reused_only_while_most_of_their_ttl_is_left() {
+        let pool = LeasePool::default();
+        let lease = |id| NewLease { id, ttl: 3, sent_at: Instant::now() };
+        assert!(pool.give(lease(1)));
+        assert_eq!(pool.take(3).map(|lease| lease.id), Some(1));
+        assert!(pool.take(3).is_none() && pool.take(5).is_none());
+        assert!(pool.give(lease(2)));
+        tokio::time::advance(Duration::from_millis(2_100)).await;
+        assert!(pool.take(3).is_none(), "less than a third of its TTL left");
+        for id in 0..POOLED_PER_TTL as i64 {
+            assert!(pool.give(lease(id)));
+        }
+        assert!(!pool.give(lease(99)), "full");
+    }
+}

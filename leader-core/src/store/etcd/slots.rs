@@ -1,0 +1,267 @@
+//! The slots this process holds ([`Held`], a cache by token), and what is done to a held
+//! slot: renew, release, moving it to another lease.
+//!
+//! - **Renew** keeps the slot's lease alive and, in parallel, reads the token's key: one
+//!   round trip, no Raft write. A renewal under another TTL moves the slot to a new lease.
+//! - **Release** deletes the slot and its token key and marks the index released, in one
+//!   transaction (the hand-over happens there); the lease is kept for the store's next grant.
+//!   A slot granted to another process (whose lease this one cannot reuse) has its lease
+//!   revoked too. Within `min_lease_time`, the slot moves to a lease that ends then.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use tokio::time::Instant;
+
+use super::EtcdStore;
+use super::layout::{GroupKeys, LastHolder, Slot};
+use super::leases::{NewLease, secs};
+use crate::store::bound::Bound;
+use crate::store::{ReleaseOutcome, RenewOutcome};
+use crate::{Error, LeaseToken};
+
+/// A slot this process holds (or found by reading its group).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    pub index: u32,
+    pub fence: u64,
+    /// The slot's lease, as last kept alive.
+    pub lease: NewLease,
+    pub acquired_at: SystemTime,
+    /// Until when its lock-delay runs, if it was taken over.
+    pub delay_until: Option<Instant>,
+}
+
+/// The slots this process was granted, by token: where their lease is, so a renewal needs no
+/// read first. Only a cache: a miss reads the group.
+#[derive(Default)]
+pub(crate) struct HeldSlots {
+    by_token: std::sync::Mutex<HashMap<LeaseToken, Held>>,
+}
+
+/// How many tokens the cache keeps before it starts again (tokens whose holders vanished
+/// without a release or a refused renewal would otherwise stay).
+const CACHED: usize = 4096;
+
+/// A slot's move to a new lease: its TTL, what its index's `last` key then says, and the
+/// `lease_time` the holder counts on (`None`: a longer lease than asked is fine).
+#[derive(Debug, Clone, Copy)]
+struct Relet {
+    ttl: i64,
+    last: LastHolder,
+    lease_time: Option<Duration>,
+}
+
+impl EtcdStore {
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, Held>> {
+        self.inner.held.by_token.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn remember(&self, token: LeaseToken, held: Held) {
+        let mut cache = self.cache();
+        if cache.len() >= CACHED && !cache.contains_key(&token) {
+            cache.clear();
+        }
+        cache.insert(token, held);
+    }
+
+    pub(crate) fn forget(&self, token: LeaseToken) {
+        self.cache().remove(&token);
+    }
+
+    /// What this process knows of `slot`: its cache entry, or what the slot's record says
+    /// (a taken-over slot then waits a whole TTL from now, as its delay may still run).
+    pub(crate) fn held_slot(&self, slot: &Slot) -> Held {
+        if let Some(held) = self.cache().get(&slot.token) {
+            return *held;
+        }
+        let now = Instant::now();
+        Held {
+            index: slot.index,
+            fence: slot.fence,
+            // When it was last kept alive is not known here: as if a TTL ago.
+            lease: NewLease { id: slot.lease, ttl: slot.ttl, sent_at: now - secs(slot.ttl) },
+            acquired_at: slot.acquired_at,
+            delay_until: slot.took_over.then(|| now + secs(slot.ttl)),
+        }
+    }
+
+    /// The slot `token` holds in the group, and whether this process granted it: from the
+    /// cache, or a read.
+    async fn find(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        token: LeaseToken,
+    ) -> Result<Option<(Held, bool)>, Error> {
+        if let Some(held) = self.cache().get(&token) {
+            return Ok(Some((*held, true)));
+        }
+        let group = self.read(bound, keys).await?;
+        Ok(group.slot_of(token).map(|slot| (self.held_slot(slot), false)))
+    }
+
+    pub(crate) async fn renew_slot(
+        &self,
+        keys: &GroupKeys,
+        token: LeaseToken,
+        ttl: i64,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        let bound = self.bound("renew");
+        let Some((held, _)) = self.find(&bound, keys, token).await? else {
+            return Ok(RenewOutcome::NotHeld);
+        };
+        if held.lease.ttl == ttl {
+            // The lease kept alive, and the token's key still there (an operator's release
+            // from another process deletes it).
+            let token_key = keys.token(token);
+            let (alive, key) = tokio::join!(
+                self.renew_kept(&bound, held.lease),
+                self.key_exists(&bound, &token_key)
+            );
+            let (Some(lease), true) = (alive?, key?) else {
+                self.forget(token);
+                return Ok(RenewOutcome::NotHeld);
+            };
+            self.remember(token, Held { lease, ..held });
+        } else {
+            // Another TTL: a new lease. The holder may count on the longer of the two.
+            let last = LastHolder::Held { ttl: ttl.max(held.lease.ttl) };
+            let relet = Relet { ttl, last, lease_time: Some(lease_time) };
+            if self.relet(&bound, keys, token, held, relet).await?.is_none() {
+                return Ok(RenewOutcome::NotHeld);
+            }
+        }
+        Ok(RenewOutcome::Renewed {
+            expires_at: SystemTime::now() + lease_time,
+            expires_in: lease_time,
+        })
+    }
+
+    pub(crate) async fn release_slot(
+        &self,
+        keys: &GroupKeys,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        let bound = self.bound("release");
+        let Some((held, ours)) = self.find(&bound, keys, token).await? else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        // A slot still in its lock-delay was never acted on, but the holder it was taken
+        // from may still act: its index stays marked held.
+        let delayed = held.delay_until.is_some_and(|until| until > Instant::now());
+        let keep = (held.acquired_at + min_lease_time)
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        if !keep.is_zero() {
+            let min = self.min_ttl();
+            let ttl = self.ttl_for(keep).unwrap_or(min).max(min);
+            let last = if delayed {
+                LastHolder::Held { ttl: held.lease.ttl }
+            } else {
+                LastHolder::Released
+            };
+            let relet = Relet { ttl, last, lease_time: None };
+            let moved = self.relet(&bound, keys, token, held, relet).await?;
+            self.forget(token);
+            return Ok(match moved {
+                Some(_) => ReleaseOutcome::Kept { expires_in: keep },
+                None => ReleaseOutcome::NotHeld,
+            });
+        }
+        let slot_key = keys.slot(held.index);
+        let mut then =
+            vec![TxnOp::delete(slot_key.as_str(), None), TxnOp::delete(keys.token(token), None)];
+        if !delayed {
+            then.push(TxnOp::put(keys.last(held.index), LastHolder::Released.value(), None));
+        }
+        let txn = Txn::new()
+            .when([Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held))])
+            .and_then(then);
+        let reply = self.txn(&bound, txn).await?;
+        self.forget(token);
+        if !reply.succeeded() {
+            return Ok(ReleaseOutcome::NotHeld);
+        }
+        if ours {
+            self.unused(held.lease);
+        } else if let Err(error) = self.revoke(&bound, held.lease.id).await {
+            // Freed already; the holder's next renewal finds its token's key gone anyway.
+            tracing::warn!(group = %keys.range.trim_end(), %error, "released, but could not revoke the slot's etcd lease; it expires by itself");
+        }
+        Ok(ReleaseOutcome::Released)
+    }
+
+    /// Moves `held`'s slot to a new lease as `relet` says, in one transaction that checks the
+    /// slot is still the token's on its lease; `None` when it was not.
+    async fn relet(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        token: LeaseToken,
+        held: Held,
+        relet: Relet,
+    ) -> Result<Option<NewLease>, Error> {
+        let Relet { ttl, last, lease_time } = relet;
+        let slot_key = keys.slot(held.index);
+        let Some(holder) = self.holder_of(bound, &slot_key, held.index).await? else {
+            self.forget(token);
+            return Ok(None);
+        };
+        let lease = self.lease(bound, ttl, lease_time).await?;
+        let on_lease = PutOptions::new().with_lease(lease.id);
+        let value = Slot::value(token, held.acquired_at, ttl, held.delay_until.is_some(), &holder);
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held)),
+                Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
+            ])
+            .and_then([
+                TxnOp::put(slot_key.as_str(), value, Some(on_lease.clone())),
+                TxnOp::put(keys.token(token), held.index.to_string(), Some(on_lease)),
+                TxnOp::put(keys.last(held.index), last.value(), None),
+            ]);
+        let reply = self.txn(bound, txn).await?;
+        if !reply.succeeded() {
+            self.unused(lease);
+            self.forget(token);
+            return Ok(None);
+        }
+        self.revoke_behind(held.lease.id);
+        self.remember(token, Held { lease, ..held });
+        Ok(Some(lease))
+    }
+
+    /// The holder slot `index`'s key names, or `None` if the key is gone.
+    async fn holder_of(
+        &self,
+        bound: &Bound,
+        slot_key: &str,
+        index: u32,
+    ) -> Result<Option<String>, Error> {
+        let get = self.inner.members.call(bound, |client| {
+            let slot_key = slot_key.to_owned();
+            async move { client.kv_client().get(slot_key, None).await }
+        });
+        let reply = get.await?;
+        Ok(reply.kvs().first().and_then(|kv| Slot::read(index, kv)).map(|slot| slot.holder))
+    }
+
+    /// Whether `key` exists (a linearizable read).
+    async fn key_exists(&self, bound: &Bound, key: &str) -> Result<bool, Error> {
+        let get = self.inner.members.call(bound, |client| {
+            let key = key.to_owned();
+            let options = etcd_client::GetOptions::new().with_count_only();
+            async move { client.kv_client().get(key, Some(options)).await }
+        });
+        Ok(get.await?.count() > 0)
+    }
+}
+
+/// A slot's fence as etcd's revision.
+fn fence(held: Held) -> i64 {
+    i64::try_from(held.fence).unwrap_or(i64::MAX)
+}
