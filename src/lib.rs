@@ -20,4 +20,6 @@ mod docs {
     struct PostgresStore;
     #[doc = include_str!("../docs/observation.md")]
     struct Observation;
+    #[doc = include_str!("../docs/etcd-store.md")]
+    struct EtcdStore;
 }

@@ -222,3 +222,26 @@ async fn a_waiter_is_woken_by_the_release_of_another_process() {
     store.release(key, held, Duration::ZERO).await.unwrap();
     timeout(5 * SECOND, watch.woken()).await.expect("woken by the release");
 }
+
+#[tokio::test]
+async fn a_kept_lease_revoked_meanwhile_is_replaced() {
+    let (store, server) = solo().await;
+    let key = "leader:kept";
+    let first = token();
+    granted_fence(store.acquire(request(key, 1, first)).await.unwrap());
+    store.release(key, first, Duration::ZERO).await.unwrap();
+    // The released slot's lease is kept for the next grant; revoke it behind the store's back.
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let leases = client.leases().await.unwrap();
+    let kept: Vec<i64> = leases.leases().iter().map(|lease| lease.id()).collect();
+    assert_eq!(kept.len(), 1, "one kept lease: {kept:?}");
+    client.lease_revoke(kept[0]).await.unwrap();
+    // The next grant (which would use it) takes a new lease instead.
+    let next = token();
+    granted_fence(store.acquire(request(key, 1, next)).await.unwrap());
+    assert!(matches!(
+        store.renew(key, next, 10 * SECOND).await.unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
+}

@@ -6,6 +6,7 @@
 //! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
 //! cargo run -p leader-bench --release -- --name-cache # only the electors' name cache
 //! cargo run -p leader-bench --release -- --postgres-only  # only PostgresStore vs advisory locks
+//! cargo run -p leader-bench --release -- --etcd-only  # only EtcdStore vs LockClient and elections
 //! cargo run -p leader-bench --release -- --json
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! cargo run -p leader-bench --release -- --workloads   # only W1 and W2 of every library
@@ -18,6 +19,7 @@
 
 mod checks;
 mod contenders;
+mod etcd;
 mod floor;
 mod heap;
 mod observe;
@@ -61,6 +63,10 @@ async fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--postgres-only") {
         postgres::run(quick, &|line| println!("{line}")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--etcd-only") {
+        etcd::run(quick, &|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--name-cache") {
@@ -328,6 +334,9 @@ async fn main() {
     // PostgreSQL.
     let postgres = postgres::run(quick, &say).await;
     report.insert("postgres".into(), postgres);
+
+    // etcd.
+    report.insert("etcd".into(), etcd::run(quick, &say).await);
 
     // Scale.
     let (candidates, groups) = if quick { (500, 50) } else { (10_000, 1_000) };

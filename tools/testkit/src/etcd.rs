@@ -123,11 +123,17 @@ impl EtcdMember {
 
     /// The value of metric `name` (summed over its labels) from the member's `/metrics`.
     pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metric_with(name, "")
+    }
+
+    /// The value of metric `name`, summed over the label sets that contain `labels` (such
+    /// as `grpc_method="Txn"`).
+    pub fn metric_with(&self, name: &str, labels: &str) -> Option<f64> {
         let body = http_get(self.client_port, "/metrics")?;
         let mut found = None;
         for line in body.lines() {
             let Some(rest) = line.strip_prefix(name) else { continue };
-            if !(rest.starts_with(' ') || rest.starts_with('{')) {
+            if !(rest.starts_with(' ') || rest.starts_with('{')) || !rest.contains(labels) {
                 continue;
             }
             let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;

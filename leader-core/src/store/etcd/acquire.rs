@@ -1,17 +1,20 @@
-//! Acquire: read the group, and take a free index in one transaction.
+//! Acquire: take a free index in one transaction, reading the group first unless a slot is
+//! likely free (see `hints.rs`).
 //!
-//! 1. Read the group's range (a linearizable read: no Raft write), and at the same time keep
-//!    a reused lease alive. A full group, a mismatched `max_leaders` and a token that already
-//!    holds a slot are answered from the read: one round trip, nothing written.
-//! 2. Otherwise, with a lease (the reused one, or a new grant: etcd needs the lease before
-//!    the transaction that binds keys to it), one transaction: *if* the chosen index, its
-//!    `last` key and the group's `max` key are as the read saw them and the token holds no
-//!    slot, *then* write the slot and token keys on the lease and mark the index held;
-//!    *else* read the group again, and choose again from that.
+//! - **Guess** (a group this store has not seen full, or whose slot its watch just saw
+//!   freed): one transaction, *if* the guessed index is free, the group's `max_leaders` is
+//!   the request's and the token holds no slot, *then* read the index's `last` key (how its
+//!   holder left: a takeover waits a lock-delay), write the slot and token keys on the lease
+//!   and mark the index held; *else* read the group, and go on as below. With a lease the
+//!   store kept from a released slot (kept alive within the last third of its TTL), a grant
+//!   is **one round trip** and one Raft write.
+//! - **Read first** (a group seen full): read the group's range (a linearizable read: no
+//!   Raft write) and answer a full group, a mismatched `max_leaders` and a token that
+//!   already holds a slot from it: one round trip, nothing written. Otherwise one
+//!   transaction as above, with every compare as the read saw it.
 //!
-//! A grant is two round trips with a reused lease (the read and the keep-alive in
-//! parallel, then the transaction) and three with a new one; one Raft write either way, two
-//! with a new lease.
+//! etcd needs the lease before the transaction that binds keys to it: without a kept lease,
+//! a grant is a lease grant (a Raft write too) and then the transaction.
 
 use std::time::{Duration, SystemTime};
 
@@ -20,6 +23,7 @@ use tokio::time::Instant;
 
 use super::EtcdStore;
 use super::group::Group;
+use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, LastHolder, Slot};
 use super::leases::{NewLease, secs};
 use super::slots::Held;
@@ -40,7 +44,91 @@ impl EtcdStore {
     ) -> Result<AcquireOutcome, Error> {
         let started = Instant::now();
         let bound = self.bound("acquire");
-        let (mut group, mut lease) = self.read_with_kept_lease(&bound, keys, ttl).await?;
+        let hints = &self.inner.hints;
+        let (group, lease) = match hints.first_step(&keys.range) {
+            FirstStep::Guess(index) if index < request.max_leaders.get() => {
+                let lease = self.lease(&bound, ttl, Some(request.lease_time)).await?;
+                let acquired_at = layout::to_micros(SystemTime::now());
+                let txn = guess_txn(keys, &request, lease, index, acquired_at);
+                let reply = match self.txn(&bound, txn).await {
+                    Ok(reply) => reply,
+                    // A kept lease that is gone (revoked early, say): read, then a new one.
+                    Err(error) if lease_gone(&error) => {
+                        let group = self.read(&bound, keys).await?;
+                        return self.choose(request, keys, ttl, group, None, started, bound).await;
+                    }
+                    Err(error) => {
+                        self.revoke_behind(lease.id);
+                        return Err(error);
+                    }
+                };
+                if reply.succeeded() {
+                    let fence = reply.header().map_or(0, |header| header.revision());
+                    let took_over = match first_get(&reply).first() {
+                        Some(kv) => match LastHolder::read(kv.value()) {
+                            LastHolder::Held { ttl } => Some(ttl),
+                            LastHolder::Released => None,
+                        },
+                        None => None,
+                    };
+                    if let Some(previous) = took_over {
+                        // Remembered first: a release after a failure here keeps the index
+                        // marked held.
+                        let delay_until = Some(Instant::now() + secs(previous));
+                        let held = Held {
+                            index,
+                            fence: u64::try_from(fence).unwrap_or(0),
+                            lease,
+                            acquired_at,
+                            delay_until,
+                        };
+                        self.remember(request.token, held);
+                        self.record_takeover(
+                            &bound,
+                            keys,
+                            &request,
+                            lease,
+                            index,
+                            fence,
+                            acquired_at,
+                            previous,
+                        )
+                        .await?;
+                    }
+                    return self
+                        .granted(
+                            &request,
+                            keys,
+                            lease,
+                            index,
+                            fence,
+                            acquired_at,
+                            took_over,
+                            started,
+                        )
+                        .await;
+                }
+                (Group::read(keys, &first_get(&reply)), Some(lease))
+            }
+            _ => self.read_with_kept_lease(&bound, keys, ttl).await?,
+        };
+        self.choose(request, keys, ttl, group, lease, started, bound).await
+    }
+
+    /// Takes a free index of `group` (as last read) in a transaction, reading again after
+    /// each one that finds the group changed.
+    #[allow(clippy::too_many_arguments)]
+    async fn choose(
+        &self,
+        request: AcquireRequest<'_>,
+        keys: &GroupKeys,
+        ttl: i64,
+        mut group: Group,
+        mut lease: Option<NewLease>,
+        started: Instant,
+        bound: Bound,
+    ) -> Result<AcquireOutcome, Error> {
+        let hints = &self.inner.hints;
         for _ in 0..MAX_ROUNDS {
             if let Some(slot) = group.slot_of(request.token) {
                 // Held already: an earlier attempt's grant (its reply lost, say).
@@ -60,6 +148,7 @@ impl EtcdStore {
             }
             let Some(index) = group.free_index(request.max_leaders.get(), request.token) else {
                 self.put_back(lease);
+                hints.full(&keys.range);
                 // The shortest TTL among the slots: an upper bound of the nearest expiry
                 // (waiters wake at the true one from the watch's delete event).
                 let nearest = group.slots.iter().map(|slot| slot.ttl).min().unwrap_or(1);
@@ -74,23 +163,79 @@ impl EtcdStore {
             // To the microsecond, as the slot's record keeps it.
             let acquired_at = layout::to_micros(SystemTime::now());
             let txn = grant_txn(keys, &request, new, index, &group, acquired_at, took_over);
-            let reply = self.txn(&bound, txn).await?;
+            let reply = match self.txn(&bound, txn).await {
+                Ok(reply) => reply,
+                Err(error) if lease_gone(&error) => {
+                    lease = None; // a kept lease that is gone: a new one next round
+                    continue;
+                }
+                Err(error) => {
+                    self.revoke_behind(new.id);
+                    return Err(error);
+                }
+            };
             if !reply.succeeded() {
                 group = Group::read(keys, &first_get(&reply));
                 continue;
             }
-            let held = Held {
-                index,
-                fence: reply.header().map_or(0, |header| header.revision()).max(0) as u64,
-                lease: new,
-                acquired_at,
-                delay_until: took_over.map(|ttl| Instant::now() + secs(ttl)),
-            };
-            self.remember(request.token, held);
-            return self.grant_of(&request, held, started).await;
+            let fence = reply.header().map_or(0, |header| header.revision());
+            return self
+                .granted(&request, keys, new, index, fence, acquired_at, took_over, started)
+                .await;
         }
         self.put_back(lease);
         Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) })
+    }
+
+    /// A grant made: remembered, and returned once any lock-delay is over.
+    #[allow(clippy::too_many_arguments)]
+    async fn granted(
+        &self,
+        request: &AcquireRequest<'_>,
+        keys: &GroupKeys,
+        lease: NewLease,
+        index: u32,
+        fence: i64,
+        acquired_at: SystemTime,
+        took_over: Option<i64>,
+        started: Instant,
+    ) -> Result<AcquireOutcome, Error> {
+        self.inner.hints.full(&keys.range);
+        let held = Held {
+            index,
+            fence: u64::try_from(fence).unwrap_or(0),
+            lease,
+            acquired_at,
+            delay_until: took_over.map(|ttl| Instant::now() + secs(ttl)),
+        };
+        self.remember(request.token, held);
+        self.grant_of(request, held, started).await
+    }
+
+    /// A guessed grant took an index whose holder never released it: the slot's record says
+    /// so, and the index keeps the longer of the two TTLs for whoever takes it next.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_takeover(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        request: &AcquireRequest<'_>,
+        lease: NewLease,
+        index: u32,
+        fence: i64,
+        acquired_at: SystemTime,
+        previous_ttl: i64,
+    ) -> Result<(), Error> {
+        let slot_key = keys.slot(index);
+        let value = Slot::value(request.token, acquired_at, lease.ttl, true, request.holder);
+        let last = LastHolder::Held { ttl: previous_ttl.max(lease.ttl) };
+        let txn = Txn::new()
+            .when([Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence)])
+            .and_then([
+                TxnOp::put(slot_key.as_str(), value, Some(PutOptions::new().with_lease(lease.id))),
+                TxnOp::put(keys.last(index), last.value(), None),
+            ]);
+        self.txn(bound, txn).await.map(drop)
     }
 
     /// The group, read, and a kept lease of `ttl` seconds kept alive meanwhile (if the
@@ -104,6 +249,15 @@ impl EtcdStore {
         let Some(kept) = self.inner.leases.take(ttl) else {
             return Ok((self.read(bound, keys).await?, None));
         };
+        if kept.sent_at.elapsed() < secs(ttl) / 3 {
+            return match self.read(bound, keys).await {
+                Ok(group) => Ok((group, Some(kept))),
+                Err(error) => {
+                    self.unused(kept);
+                    Err(error)
+                }
+            };
+        }
         let (group, alive) = tokio::join!(self.read(bound, keys), self.renew_kept(bound, kept));
         match (group, alive) {
             (Ok(group), Ok(alive)) => Ok((group, alive)),
@@ -156,8 +310,12 @@ impl EtcdStore {
             self.remember(request.token, Held { lease, ..held });
         }
         // The slot lives at least its TTL (at least lease_time) from `lease.sent_at`; the
-        // caller counts from before `started`.
-        let expires_in = lease.sent_at.saturating_duration_since(started) + request.lease_time;
+        // caller counts from before `started`, which may be after `sent_at` (a kept lease).
+        let expires_in = if lease.sent_at >= started {
+            request.lease_time + (lease.sent_at - started)
+        } else {
+            request.lease_time.saturating_sub(started - lease.sent_at)
+        };
         Ok(AcquireOutcome::Granted(Grant::new(
             held.fence,
             held.acquired_at,
@@ -165,6 +323,36 @@ impl EtcdStore {
             expires_in,
         )))
     }
+}
+
+/// The transaction that takes index `index` for `request` on `lease` without a read first,
+/// if the index is free, the group's `max_leaders` is the request's and the token holds no
+/// slot; it reads the index's `last` key first (how its holder left), and its else branch
+/// reads the group.
+fn guess_txn(
+    keys: &GroupKeys,
+    request: &AcquireRequest<'_>,
+    lease: NewLease,
+    index: u32,
+    acquired_at: SystemTime,
+) -> Txn {
+    let slot_key = keys.slot(index);
+    let token_key = keys.token(request.token);
+    let on_lease = PutOptions::new().with_lease(lease.id);
+    let value = Slot::value(request.token, acquired_at, lease.ttl, false, request.holder);
+    Txn::new()
+        .when([
+            Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
+            Compare::create_revision(token_key.as_str(), CompareOp::Equal, 0),
+            Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
+        ])
+        .and_then([
+            TxnOp::get(keys.last(index), None),
+            TxnOp::put(slot_key.as_str(), value, Some(on_lease.clone())),
+            TxnOp::put(token_key.as_str(), index.to_string(), Some(on_lease)),
+            TxnOp::put(keys.last(index), LastHolder::Held { ttl: lease.ttl }.value(), None),
+        ])
+        .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 
 /// The transaction that takes index `index` for `request` on `lease`, if the group is still
@@ -207,6 +395,12 @@ fn grant_txn(
         .when(when)
         .and_then(then)
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
+}
+
+/// Whether a transaction failed because its lease is gone (etcd: "requested lease not
+/// found").
+fn lease_gone(error: &Error) -> bool {
+    matches!(error, Error::Store { message, .. } if message.contains("lease not found"))
 }
 
 /// What a transaction's first `Get` answered.

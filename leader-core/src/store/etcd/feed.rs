@@ -20,6 +20,7 @@ use std::time::Duration;
 use etcd_client::{EventType, WatchOptions};
 use tokio::sync::watch;
 
+use super::hints::Hints;
 use super::layout::{GroupKeys, Part};
 use super::members::Members;
 use crate::Error;
@@ -75,11 +76,12 @@ impl Feeds {
     pub(crate) async fn watch(
         &self,
         members: &Arc<Members>,
+        hints: &Arc<Hints>,
         keys: GroupKeys,
         bound: Bound,
         wakes: Wakes,
     ) -> Result<GroupWatch, Error> {
-        let feed = self.feed(members, keys);
+        let feed = self.feed(members, hints, keys);
         let mut ready = feed.ready.clone();
         let start = bound.run(ready.wait_for(|start| !matches!(start, Start::Pending))).await?;
         if let Ok(start) = start
@@ -95,7 +97,7 @@ impl Feeds {
     }
 
     /// The group's live feed, or a new one.
-    fn feed(&self, members: &Arc<Members>, keys: GroupKeys) -> Arc<Feed> {
+    fn feed(&self, members: &Arc<Members>, hints: &Arc<Hints>, keys: GroupKeys) -> Arc<Feed> {
         let mut by_key = self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         by_key.retain(|_, feed| feed.strong_count() > 0);
         if let Some(feed) = by_key.get(&keys.range).and_then(Weak::upgrade)
@@ -105,8 +107,13 @@ impl Feeds {
         }
         let signals = Arc::new(Signals::default());
         let (started, ready) = watch::channel(Start::Pending);
-        let task =
-            tokio::spawn(follow(Arc::downgrade(members), keys.clone(), signals.clone(), started));
+        let task = tokio::spawn(follow(
+            Arc::downgrade(members),
+            hints.clone(),
+            keys.clone(),
+            signals.clone(),
+            started,
+        ));
         let feed = Arc::new(Feed { signals, ready, task: task.abort_handle() });
         by_key.insert(keys.range, Arc::downgrade(&feed));
         feed
@@ -116,6 +123,7 @@ impl Feeds {
 /// Keeps the group's watch until the feed is dropped (which aborts this task).
 async fn follow(
     members: Weak<Members>,
+    hints: Arc<Hints>,
     keys: GroupKeys,
     signals: Arc<Signals>,
     started: watch::Sender<Start>,
@@ -137,7 +145,7 @@ async fn follow(
                     signals.changes.wake();
                 }
                 backoff.reset();
-                let ended = deliver(stream, &keys, &signals).await;
+                let ended = deliver(stream, &keys, &signals, &hints).await;
                 tracing::warn!(group = %keys.range.trim_end(), reason = %ended, "etcd watch lost; waiters fall back to expiry timers until it is back");
                 signals.changes.wake();
             }
@@ -181,6 +189,7 @@ async fn deliver(
     mut stream: etcd_client::WatchStream,
     keys: &GroupKeys,
     signals: &Signals,
+    hints: &Hints,
 ) -> String {
     loop {
         let reply = match stream.message().await {
@@ -198,11 +207,12 @@ async fn deliver(
         let (mut released, mut granted) = (false, false);
         for event in reply.events() {
             let Some(kv) = event.kv() else { continue };
-            if !matches!(keys.part_of(kv.key()), Some(Part::Slot(_))) {
-                continue;
-            }
+            let Some(Part::Slot(index)) = keys.part_of(kv.key()) else { continue };
             match event.event_type() {
-                EventType::Delete => released = true,
+                EventType::Delete => {
+                    released = true;
+                    hints.freed(&keys.range, index);
+                }
                 EventType::Put if kv.version() > 1 => released = true,
                 EventType::Put => granted = true,
             }

@@ -65,7 +65,8 @@ impl LeasePool {
 }
 
 impl EtcdStore {
-    /// A lease of `ttl` seconds: a kept one, kept alive (no Raft write), or a new grant.
+    /// A lease of `ttl` seconds: a kept one (kept alive now, no Raft write, unless it was
+    /// within the last third of its TTL), or a new grant.
     /// See [`grant_lease`](Self::grant_lease) for `lease_time`.
     pub(crate) async fn lease(
         &self,
@@ -74,6 +75,10 @@ impl EtcdStore {
         lease_time: Option<Duration>,
     ) -> Result<NewLease, Error> {
         while let Some(kept) = self.inner.leases.take(ttl) {
+            // Kept alive within the last third of its TTL: two thirds of it are left.
+            if kept.sent_at.elapsed() < secs(ttl) / 3 {
+                return Ok(kept);
+            }
             if let Some(alive) = self.renew_kept(bound, kept).await? {
                 return Ok(alive);
             }

@@ -60,6 +60,7 @@ mod acquire;
 mod builder;
 mod feed;
 mod group;
+mod hints;
 mod layout;
 mod leases;
 mod members;
@@ -77,6 +78,7 @@ use etcd_client::{ConnectOptions, GetOptions, Txn};
 
 use self::feed::{Feeds, Wakes};
 use self::group::Group;
+use self::hints::Hints;
 use self::layout::{GroupKeys, MAX_KEY_BYTES};
 use self::leases::{LeasePool, secs, too_short};
 use self::members::Members;
@@ -120,6 +122,8 @@ struct Inner {
     leases: LeasePool,
     /// The slots this store was granted.
     held: HeldSlots,
+    /// What the store last learnt of each group, for an acquire's first step.
+    hints: Arc<Hints>,
     /// Endpoints and prefix, for `Debug` (never the password).
     description: String,
 }
@@ -140,6 +144,7 @@ impl EtcdStore {
                 min_ttl: AtomicI64::new(0),
                 leases: LeasePool::default(),
                 held: HeldSlots::default(),
+                hints: Arc::default(),
                 description,
             }),
         }
@@ -296,13 +301,19 @@ impl LeaseStore for EtcdStore {
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
         let keys = self.keys(key)?;
         let bound = self.bound("watch");
-        self.inner.feeds.watch(&self.inner.members, keys, bound, Wakes::Releases).await
+        self.inner
+            .feeds
+            .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Releases)
+            .await
     }
 
     async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
         let keys = self.keys(key)?;
         let bound = self.bound("watch");
-        self.inner.feeds.watch(&self.inner.members, keys, bound, Wakes::Changes).await
+        self.inner
+            .feeds
+            .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Changes)
+            .await
     }
 
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {

@@ -186,6 +186,7 @@ impl EtcdStore {
         if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
+        self.inner.hints.freed(&keys.range, held.index);
         if ours {
             self.unused(held.lease);
         } else if let Err(error) = self.revoke(&bound, held.lease.id).await {
