@@ -2,8 +2,8 @@
 //! likely free (see `hints.rs`).
 //!
 //! - **Guess** (a group this store has not seen full, or whose slot its watch just saw
-//!   freed): one transaction, *if* the guessed index is free, the group's `max_leaders` is
-//!   the request's and the token holds no slot, *then* read the index's `last` key (how its
+//!   freed): one transaction, *if* the guessed index is free and the group's `max_leaders`
+//!   is the request's, *then* read the index's `last` key (how its
 //!   holder left: a takeover waits a lock-delay), write the slot and token keys on the lease
 //!   and mark the index held; *else* read the group, and go on as below. With a lease the
 //!   store kept from a released slot (kept alive within the last third of its TTL), a grant
@@ -11,7 +11,9 @@
 //! - **Read first** (a group seen full): read the group's range (a linearizable read: no
 //!   Raft write) and answer a full group, a mismatched `max_leaders` and a token that
 //!   already holds a slot from it: one round trip, nothing written. Otherwise one
-//!   transaction as above, with every compare as the read saw it.
+//!   transaction as above, with every compare as the read saw it. After a failed acquire
+//!   (whose grant may have happened with its reply lost), the next one reads first, so a
+//!   retried token finds its slot instead of taking a second.
 //!
 //! etcd needs the lease before the transaction that binds keys to it: without a kept lease,
 //! a grant is a lease grant (a Raft write too) and then the transaction.
@@ -37,6 +39,21 @@ const MAX_ROUNDS: usize = 16;
 
 impl EtcdStore {
     pub(crate) async fn take_slot(
+        &self,
+        request: AcquireRequest<'_>,
+        keys: &GroupKeys,
+        ttl: i64,
+    ) -> Result<AcquireOutcome, Error> {
+        let taken = self.try_slot(request, keys, ttl).await;
+        if taken.is_err() {
+            // It may have been granted before the reply was lost: a retry with the same token
+            // must read first, to find it.
+            self.inner.hints.full(&keys.range);
+        }
+        taken
+    }
+
+    async fn try_slot(
         &self,
         request: AcquireRequest<'_>,
         keys: &GroupKeys,
@@ -326,9 +343,10 @@ impl EtcdStore {
 }
 
 /// The transaction that takes index `index` for `request` on `lease` without a read first,
-/// if the index is free, the group's `max_leaders` is the request's and the token holds no
-/// slot; it reads the index's `last` key first (how its holder left), and its else branch
-/// reads the group.
+/// if the index is free and the group's `max_leaders` is the request's; it reads the index's
+/// `last` key first (how its holder left), and its else branch reads the group. A guess is
+/// never a retry of the same token (an acquire that failed makes the next one read first),
+/// so it cannot give a token a second slot.
 fn guess_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
@@ -337,19 +355,16 @@ fn guess_txn(
     acquired_at: SystemTime,
 ) -> Txn {
     let slot_key = keys.slot(index);
-    let token_key = keys.token(request.token);
     let on_lease = PutOptions::new().with_lease(lease.id);
     let value = Slot::value(request.token, acquired_at, lease.ttl, false, request.holder);
     Txn::new()
         .when([
             Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
-            Compare::create_revision(token_key.as_str(), CompareOp::Equal, 0),
             Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
         ])
         .and_then([
             TxnOp::get(keys.last(index), None),
-            TxnOp::put(slot_key.as_str(), value, Some(on_lease.clone())),
-            TxnOp::put(token_key.as_str(), index.to_string(), Some(on_lease)),
+            TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
             TxnOp::put(keys.last(index), LastHolder::Held { ttl: lease.ttl }.value(), None),
         ])
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
@@ -367,11 +382,9 @@ fn grant_txn(
     took_over: Option<i64>,
 ) -> Txn {
     let slot_key = keys.slot(index);
-    let token_key = keys.token(request.token);
     let max = request.max_leaders.get();
     let mut when = vec![
         Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
-        Compare::create_revision(token_key.as_str(), CompareOp::Equal, 0),
         Compare::mod_revision(keys.max(), CompareOp::Equal, group.max_revision),
         // What the read saw of the index's last holder decides the lock-delay.
         Compare::mod_revision(keys.last(index), CompareOp::Equal, group.last_revision(index)),
@@ -382,8 +395,7 @@ fn grant_txn(
     let value =
         Slot::value(request.token, acquired_at, lease.ttl, took_over.is_some(), request.holder);
     let mut then = vec![
-        TxnOp::put(slot_key.as_str(), value, Some(on_lease.clone())),
-        TxnOp::put(token_key.as_str(), index.to_string(), Some(on_lease)),
+        TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
         TxnOp::put(keys.last(index), last.value(), None),
     ];
     if group.max != Some(max) {

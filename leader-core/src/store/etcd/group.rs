@@ -34,7 +34,7 @@ impl Group {
                 Some(Part::Last(index)) => {
                     group.last.insert(index, (LastHolder::read(kv.value()), kv.mod_revision()));
                 }
-                Some(Part::Token) | None => {}
+                None => {}
             }
         }
         group.slots.sort_by_key(|slot| slot.fence);

@@ -8,7 +8,6 @@
 //! | `{prefix}{key} max` | the `max_leaders` the live slots were granted under | none |
 //! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, holder | the slot's |
 //! | `{prefix}{key} last {i}` | how slot `i`'s last holder left: `held {ttl}` or `released` | none |
-//! | `{prefix}{key} token {token}` | the index of the slot the token holds | the slot's |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
 //! write of the cluster, never goes back, and survives the loss of any minority of members.
@@ -55,11 +54,6 @@ impl GroupKeys {
         format!("{}last {index}", self.range)
     }
 
-    /// The key that says which slot `token` holds (so a token never holds two).
-    pub(crate) fn token(&self, token: LeaseToken) -> String {
-        format!("{}token {token}", self.range)
-    }
-
     /// What a key of this group is, from its full name.
     pub(crate) fn part_of(&self, key: &[u8]) -> Option<Part> {
         let rest = key.strip_prefix(self.range.as_bytes())?;
@@ -68,7 +62,6 @@ impl GroupKeys {
             None if rest == "max" => Some(Part::Max),
             Some(("slot", index)) => index.parse().ok().map(Part::Slot),
             Some(("last", index)) => index.parse().ok().map(Part::Last),
-            Some(("token", _)) => Some(Part::Token),
             _ => None,
         }
     }
@@ -80,7 +73,6 @@ pub(crate) enum Part {
     Max,
     Slot(u32),
     Last(u32),
-    Token,
 }
 
 /// A live slot, as its key holds it.

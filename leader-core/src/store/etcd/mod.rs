@@ -3,9 +3,8 @@
 //! # The model
 //!
 //! A group is a few keys under `{prefix}{key} ` (see `layout.rs`): its `max_leaders`, one key
-//! per live slot, one key per slot index saying how its last holder left, and one key per live
-//! token. A slot key and its token key are bound to an etcd lease of the slot's TTL, so they
-//! go with the lease: an idle group keeps only its `max_leaders` and one short `last` key per
+//! per live slot and one key per slot index saying how its last holder left. A slot key is
+//! bound to an etcd lease of the slot's TTL, so it goes with the lease: an idle group keeps only its `max_leaders` and one short `last` key per
 //! slot index it used (at most the most slots ever held at once, plus four).
 //!
 //! - **Acquire** reads the group (a linearizable read, no Raft write) and answers a full
@@ -24,8 +23,8 @@
 //!   TTL (one and a half election timeouts, rounded up: 2 s with etcd's defaults) is refused,
 //!   naming the minimum, since etcd would silently raise it. etcd deletes an expired lease's
 //!   keys within about half a second of its expiry.
-//! - **Renew** is a lease keep-alive and, in parallel, a read of the token's key: one round
-//!   trip, no Raft write. A renewal under another TTL (shorter or longer) moves the slot to a
+//! - **Renew** is a lease keep-alive and, in parallel, a read of the slot key's revision: one
+//!   round trip, no Raft write. A renewal under another TTL (shorter or longer) moves the slot to a
 //!   new lease in one transaction.
 //! - **Release** deletes the slot in one transaction that marks its index released (the
 //!   hand-over happens there): one round trip, and the lease is kept for the next grant. A

@@ -1,9 +1,10 @@
 //! The slots this process holds ([`Held`], a cache by token), and what is done to a held
 //! slot: renew, release, moving it to another lease.
 //!
-//! - **Renew** keeps the slot's lease alive and, in parallel, reads the token's key: one
-//!   round trip, no Raft write. A renewal under another TTL moves the slot to a new lease.
-//! - **Release** deletes the slot and its token key and marks the index released, in one
+//! - **Renew** keeps the slot's lease alive and, in parallel, reads the slot key's revision:
+//!   one round trip, no Raft write. A renewal under another TTL moves the slot to a new
+//!   lease.
+//! - **Release** deletes the slot and marks the index released, in one
 //!   transaction (the hand-over happens there); the lease is kept for the store's next grant.
 //!   A slot granted to another process (whose lease this one cannot reuse) has its lease
 //!   revoked too. Within `min_lease_time`, the slot moves to a lease that ends then.
@@ -114,12 +115,12 @@ impl EtcdStore {
             return Ok(RenewOutcome::NotHeld);
         };
         if held.lease.ttl == ttl {
-            // The lease kept alive, and the token's key still there (an operator's release
+            // The lease kept alive, and the slot still the token's (an operator's release
             // from another process deletes it).
-            let token_key = keys.token(token);
+            let slot_key = keys.slot(held.index);
             let (alive, key) = tokio::join!(
                 self.renew_kept(&bound, held.lease),
-                self.key_exists(&bound, &token_key)
+                self.still_held(&bound, &slot_key, held)
             );
             let (Some(lease), true) = (alive?, key?) else {
                 self.forget(token);
@@ -173,8 +174,7 @@ impl EtcdStore {
             });
         }
         let slot_key = keys.slot(held.index);
-        let mut then =
-            vec![TxnOp::delete(slot_key.as_str(), None), TxnOp::delete(keys.token(token), None)];
+        let mut then = vec![TxnOp::delete(slot_key.as_str(), None)];
         if !delayed {
             then.push(TxnOp::put(keys.last(held.index), LastHolder::Released.value(), None));
         }
@@ -221,8 +221,7 @@ impl EtcdStore {
                 Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
             ])
             .and_then([
-                TxnOp::put(slot_key.as_str(), value, Some(on_lease.clone())),
-                TxnOp::put(keys.token(token), held.index.to_string(), Some(on_lease)),
+                TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
                 TxnOp::put(keys.last(held.index), last.value(), None),
             ]);
         let reply = self.txn(bound, txn).await?;
@@ -251,14 +250,16 @@ impl EtcdStore {
         Ok(reply.kvs().first().and_then(|kv| Slot::read(index, kv)).map(|slot| slot.holder))
     }
 
-    /// Whether `key` exists (a linearizable read).
-    async fn key_exists(&self, bound: &Bound, key: &str) -> Result<bool, Error> {
+    /// Whether slot key `slot_key` is still `held`'s grant (a linearizable read of its
+    /// revision; no value is sent back).
+    async fn still_held(&self, bound: &Bound, slot_key: &str, held: Held) -> Result<bool, Error> {
         let get = self.inner.members.call(bound, |client| {
-            let key = key.to_owned();
-            let options = etcd_client::GetOptions::new().with_count_only();
+            let key = slot_key.to_owned();
+            let options = etcd_client::GetOptions::new().with_keys_only();
             async move { client.kv_client().get(key, Some(options)).await }
         });
-        Ok(get.await?.count() > 0)
+        let reply = get.await?;
+        Ok(reply.kvs().first().is_some_and(|kv| kv.create_revision() == fence(held)))
     }
 }
 
