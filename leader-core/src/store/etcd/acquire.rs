@@ -4,7 +4,7 @@
 //! - **Guess** (a group this store has not seen full, or whose slot its watch just saw
 //!   freed): one transaction, *if* the guessed index is free and the group's `max_leaders`
 //!   is the request's, *then* read the index's `last` key (how its
-//!   holder left: a takeover waits a lock-delay), write the slot and token keys on the lease
+//!   holder left: a takeover waits a lock-delay), write the slot key on the lease
 //!   and mark the index held; *else* read the group, and go on as below. With a lease the
 //!   store kept from a released slot (kept alive within the last third of its TTL), a grant
 //!   is **one round trip** and one Raft write.

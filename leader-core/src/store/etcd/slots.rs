@@ -190,7 +190,7 @@ impl EtcdStore {
         if ours {
             self.unused(held.lease);
         } else if let Err(error) = self.revoke(&bound, held.lease.id).await {
-            // Freed already; the holder's next renewal finds its token's key gone anyway.
+            // Freed already; the holder's next renewal finds its slot key gone anyway.
             tracing::warn!(group = %keys.range.trim_end(), %error, "released, but could not revoke the slot's etcd lease; it expires by itself");
         }
         Ok(ReleaseOutcome::Released)
