@@ -42,6 +42,10 @@ async fn each_scheme_opens_its_store_and_lists_its_groups() {
         .await
         .unwrap();
     grant_and_list(&store, "postgres").await;
+
+    let etcd = support::etcd::EtcdServer::start();
+    let store = leader::store::connect(&format!("{}/by-url/", etcd.url())).await.unwrap();
+    grant_and_list(&store, "etcd").await;
 }
 
 #[tokio::test]
@@ -55,7 +59,7 @@ async fn an_unreachable_server_or_an_unknown_scheme_is_a_clear_error() {
         .unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert!(!format!("{err} {err:?}").contains("s3cret"));
-    let err = leader::store::connect("etcd://127.0.0.1:2379").await.unwrap_err();
+    let err = leader::store::connect("zookeeper://127.0.0.1:2181").await.unwrap_err();
     assert!(matches!(err, Error::InvalidOption { option: "url", .. }), "{err:?}");
     assert!(err.to_string().contains("unknown scheme; expected memory://"), "{err}");
 }

@@ -1,19 +1,17 @@
-//! Acquire: take a free index in one transaction, reading the group first unless a slot is
-//! likely free (see `hints.rs`).
+//! Acquire: take a free index in one transaction, reading the group first unless a slot
+//! was just freed (see `hints.rs`).
 //!
-//! - **Guess** (a group this store has not seen full, or whose slot its watch just saw
-//!   freed): one transaction, *if* the guessed index is free and the group's `max_leaders`
-//!   is the request's, *then* read the index's `last` key (how its
-//!   holder left: a takeover waits a lock-delay), write the slot key on the lease
-//!   and mark the index held; *else* read the group, and go on as below. With a lease the
-//!   store kept from a released slot (kept alive within the last third of its TTL), a grant
-//!   is **one round trip** and one Raft write.
-//! - **Read first** (a group seen full): read the group's range (a linearizable read: no
-//!   Raft write) and answer a full group, a mismatched `max_leaders` and a token that
-//!   already holds a slot from it: one round trip, nothing written. Otherwise one
-//!   transaction as above, with every compare as the read saw it. After a failed acquire
-//!   (whose grant may have happened with its reply lost), the next one reads first, so a
-//!   retried token finds its slot instead of taking a second.
+//! - **Guess** (a slot of the group was just freed): one transaction, *if* the guessed
+//!   index is free, a release freed it and the group's `max_leaders` is the request's,
+//!   *then* write the slot key on the lease and mark the index held; *else* read the group,
+//!   and go on as below. With a lease the store kept from a released slot (kept alive
+//!   within the last third of its TTL), a grant is **one round trip** and one Raft write.
+//! - **Read first** (otherwise): read the group's range (a linearizable read: no Raft
+//!   write) and answer a full group, a mismatched `max_leaders` and a token that already
+//!   holds a slot from it: one round trip, nothing written. Otherwise one transaction that
+//!   takes a free index if the group is still as read (the index, its `last` key and the
+//!   `max` key unchanged); a released index before one taken over, whose grant records the
+//!   previous holder's TTL and waits it out (the lock-delay).
 //!
 //! etcd needs the lease before the transaction that binds keys to it: without a kept lease,
 //! a grant is a lease grant (a Raft write too) and then the transaction.
@@ -44,11 +42,12 @@ impl EtcdStore {
         keys: &GroupKeys,
         ttl: i64,
     ) -> Result<AcquireOutcome, Error> {
+        // Until this acquire answers, it may be granted unseen (a lost reply, a call dropped
+        // mid-way): a retry with the same token must read first, to find it.
+        self.inner.hints.attempting(request.token);
         let taken = self.try_slot(request, keys, ttl).await;
-        if taken.is_err() {
-            // It may have been granted before the reply was lost: a retry with the same token
-            // must read first, to find it.
-            self.inner.hints.full(&keys.range);
+        if taken.is_ok() {
+            self.inner.hints.answered(request.token);
         }
         taken
     }
@@ -62,7 +61,13 @@ impl EtcdStore {
         let started = Instant::now();
         let bound = self.bound("acquire");
         let hints = &self.inner.hints;
-        let (group, lease) = match hints.first_step(&keys.range) {
+        // A token that holds a slot, or whose last acquire may have been granted unseen (an
+        // error, or a call dropped mid-way), reads first: a guess could give it a second.
+        let first_step = match self.held_token(request.token) || hints.uncertain(request.token) {
+            true => FirstStep::Read,
+            false => hints.first_step(&keys.range),
+        };
+        let (group, lease) = match first_step {
             FirstStep::Guess(index) if index < request.max_leaders.get() => {
                 let lease = self.lease(&bound, ttl, Some(request.lease_time)).await?;
                 let acquired_at = layout::to_micros(SystemTime::now());
@@ -74,55 +79,14 @@ impl EtcdStore {
                         let group = self.read(&bound, keys).await?;
                         return self.choose(request, keys, ttl, group, None, started, bound).await;
                     }
-                    Err(error) => {
-                        self.revoke_behind(lease.id);
-                        return Err(error);
-                    }
+                    // The lease may be bound to a slot granted unseen: neither kept nor
+                    // revoked (the retry finds the slot, or the lease expires by itself).
+                    Err(error) => return Err(error),
                 };
                 if reply.succeeded() {
                     let fence = reply.header().map_or(0, |header| header.revision());
-                    let took_over = match first_get(&reply).first() {
-                        Some(kv) => match LastHolder::read(kv.value()) {
-                            LastHolder::Held { ttl } => Some(ttl),
-                            LastHolder::Released => None,
-                        },
-                        None => None,
-                    };
-                    if let Some(previous) = took_over {
-                        // Remembered first: a release after a failure here keeps the index
-                        // marked held.
-                        let delay_until = Some(Instant::now() + secs(previous));
-                        let held = Held {
-                            index,
-                            fence: u64::try_from(fence).unwrap_or(0),
-                            lease,
-                            acquired_at,
-                            delay_until,
-                        };
-                        self.remember(request.token, held);
-                        self.record_takeover(
-                            &bound,
-                            keys,
-                            &request,
-                            lease,
-                            index,
-                            fence,
-                            acquired_at,
-                            previous,
-                        )
-                        .await?;
-                    }
                     return self
-                        .granted(
-                            &request,
-                            keys,
-                            lease,
-                            index,
-                            fence,
-                            acquired_at,
-                            took_over,
-                            started,
-                        )
+                        .granted(&request, keys, lease, index, fence, acquired_at, None, started)
                         .await;
                 }
                 (Group::read(keys, &first_get(&reply)), Some(lease))
@@ -148,8 +112,11 @@ impl EtcdStore {
         let hints = &self.inner.hints;
         for _ in 0..MAX_ROUNDS {
             if let Some(slot) = group.slot_of(request.token) {
-                // Held already: an earlier attempt's grant (its reply lost, say).
-                self.put_back(lease);
+                // Held already: an earlier attempt's grant (its reply lost, say), perhaps
+                // on the very lease this one took.
+                if lease.is_some_and(|lease| lease.id != slot.lease) {
+                    self.put_back(lease);
+                }
                 let held = self.held_slot(slot);
                 return self.grant_again(&bound, &request, held, started).await;
             }
@@ -186,10 +153,8 @@ impl EtcdStore {
                     lease = None; // a kept lease that is gone: a new one next round
                     continue;
                 }
-                Err(error) => {
-                    self.revoke_behind(new.id);
-                    return Err(error);
-                }
+                // Perhaps granted unseen: the lease is neither kept nor revoked.
+                Err(error) => return Err(error),
             };
             if !reply.succeeded() {
                 group = Group::read(keys, &first_get(&reply));
@@ -224,35 +189,10 @@ impl EtcdStore {
             lease,
             acquired_at,
             delay_until: took_over.map(|ttl| Instant::now() + secs(ttl)),
+            delay_ttl: took_over,
         };
         self.remember(request.token, held);
         self.grant_of(request, held, started).await
-    }
-
-    /// A guessed grant took an index whose holder never released it: the slot's record says
-    /// so, and the index keeps the longer of the two TTLs for whoever takes it next.
-    #[allow(clippy::too_many_arguments)]
-    async fn record_takeover(
-        &self,
-        bound: &Bound,
-        keys: &GroupKeys,
-        request: &AcquireRequest<'_>,
-        lease: NewLease,
-        index: u32,
-        fence: i64,
-        acquired_at: SystemTime,
-        previous_ttl: i64,
-    ) -> Result<(), Error> {
-        let slot_key = keys.slot(index);
-        let value = Slot::value(request.token, acquired_at, lease.ttl, true, request.holder);
-        let last = LastHolder::Held { ttl: previous_ttl.max(lease.ttl) };
-        let txn = Txn::new()
-            .when([Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence)])
-            .and_then([
-                TxnOp::put(slot_key.as_str(), value, Some(PutOptions::new().with_lease(lease.id))),
-                TxnOp::put(keys.last(index), last.value(), None),
-            ]);
-        self.txn(bound, txn).await.map(drop)
     }
 
     /// The group, read, and a kept lease of `ttl` seconds kept alive meanwhile (if the
@@ -328,10 +268,13 @@ impl EtcdStore {
         }
         // The slot lives at least its TTL (at least lease_time) from `lease.sent_at`; the
         // caller counts from before `started`, which may be after `sent_at` (a kept lease).
+        // The slot's TTL may be another than this request's (a retry with another
+        // lease_time): the shorter of the two.
+        let lives = request.lease_time.min(secs(lease.ttl));
         let expires_in = if lease.sent_at >= started {
-            request.lease_time + (lease.sent_at - started)
+            lives + (lease.sent_at - started)
         } else {
-            request.lease_time.saturating_sub(started - lease.sent_at)
+            lives.saturating_sub(started - lease.sent_at)
         };
         Ok(AcquireOutcome::Granted(Grant::new(
             held.fence,
@@ -343,10 +286,10 @@ impl EtcdStore {
 }
 
 /// The transaction that takes index `index` for `request` on `lease` without a read first,
-/// if the index is free and the group's `max_leaders` is the request's; it reads the index's
-/// `last` key first (how its holder left), and its else branch reads the group. A guess is
-/// never a retry of the same token (an acquire that failed makes the next one read first),
-/// so it cannot give a token a second slot.
+/// if the index is free, a release freed it (a takeover, which waits a lock-delay, goes
+/// through a read) and the group's `max_leaders` is the request's; its else branch reads
+/// the group. A guess is never made for a token that holds a slot or whose last acquire may
+/// have been granted unseen, so it cannot give a token a second slot.
 fn guess_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
@@ -356,14 +299,15 @@ fn guess_txn(
 ) -> Txn {
     let slot_key = keys.slot(index);
     let on_lease = PutOptions::new().with_lease(lease.id);
-    let value = Slot::value(request.token, acquired_at, lease.ttl, false, request.holder);
+    let value = Slot::value(request.token, acquired_at, lease.ttl, None, request.holder);
     Txn::new()
         .when([
             Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
             Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
+            // Only an index a release freed: a takeover goes through a read.
+            Compare::value(keys.last(index), CompareOp::Equal, LastHolder::Released.value()),
         ])
         .and_then([
-            TxnOp::get(keys.last(index), None),
             TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
             TxnOp::put(keys.last(index), LastHolder::Held { ttl: lease.ttl }.value(), None),
         ])
@@ -392,8 +336,7 @@ fn grant_txn(
     let on_lease = PutOptions::new().with_lease(lease.id);
     // Whoever takes the index next must wait for the longer of the two holders' TTLs.
     let last = LastHolder::Held { ttl: lease.ttl.max(took_over.unwrap_or(0)) };
-    let value =
-        Slot::value(request.token, acquired_at, lease.ttl, took_over.is_some(), request.holder);
+    let value = Slot::value(request.token, acquired_at, lease.ttl, took_over, request.holder);
     let mut then = vec![
         TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
         TxnOp::put(keys.last(index), last.value(), None),

@@ -88,23 +88,23 @@ pub(crate) struct Slot {
     pub ttl: i64,
     /// When the slot was granted, on the granting client's clock.
     pub acquired_at: SystemTime,
-    /// Whether its grant took the slot over from a holder that never released it (so it
-    /// could be acted on only after a lock-delay).
-    pub took_over: bool,
+    /// When its grant took the slot over from a holder that never released it: that
+    /// holder's TTL, the lock-delay the grant waits before it is acted on.
+    pub delay_ttl: Option<i64>,
     pub holder: String,
 }
 
 impl Slot {
-    /// A slot key's value: `{token} {acquired µs} {ttl} {took_over 0|1} {holder}`.
+    /// A slot key's value: `{token} {acquired µs} {ttl} {lock-delay ttl, 0 for none} {holder}`.
     pub(crate) fn value(
         token: LeaseToken,
         acquired_at: SystemTime,
         ttl: i64,
-        took_over: bool,
+        delay_ttl: Option<i64>,
         holder: &str,
     ) -> String {
         let micros = acquired_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
-        format!("{token} {micros} {ttl} {} {holder}", u8::from(took_over))
+        format!("{token} {micros} {ttl} {} {holder}", delay_ttl.unwrap_or(0))
     }
 
     /// The slot a key holds; `None` for a value this store did not write.
@@ -114,7 +114,7 @@ impl Slot {
         let token = fields.next()?.parse().ok()?;
         let micros: u64 = fields.next()?.parse().ok()?;
         let ttl = fields.next()?.parse().ok()?;
-        let took_over = fields.next()? == "1";
+        let delay_ttl = fields.next()?.parse::<i64>().ok().filter(|ttl| *ttl > 0);
         let holder = fields.next().unwrap_or_default().to_owned();
         Some(Slot {
             index,
@@ -123,7 +123,7 @@ impl Slot {
             lease: kv.lease(),
             ttl,
             acquired_at: UNIX_EPOCH + Duration::from_micros(micros),
-            took_over,
+            delay_ttl,
             holder,
         })
     }

@@ -86,6 +86,21 @@ impl EtcdStore {
         self.grant_lease(bound, ttl, lease_time).await
     }
 
+    /// A lease of `ttl` seconds kept alive (or granted) by this call: its TTL counts from now.
+    pub(crate) async fn lease_kept_alive(
+        &self,
+        bound: &Bound,
+        ttl: i64,
+        lease_time: Option<Duration>,
+    ) -> Result<NewLease, Error> {
+        while let Some(kept) = self.inner.leases.take(ttl) {
+            if let Some(alive) = self.renew_kept(bound, kept).await? {
+                return Ok(alive);
+            }
+        }
+        self.grant_lease(bound, ttl, lease_time).await
+    }
+
     /// Keeps `kept` alive: the lease with its new `sent_at`, or `None` if it is gone.
     pub(crate) async fn renew_kept(
         &self,

@@ -16,9 +16,9 @@ pub(crate) struct Members {
     endpoints: Vec<String>,
     command_timeout: Duration,
     options: ConnectOptions,
-    /// One client per endpoint, made on first use (a client with credentials authenticates
-    /// when it is made).
-    clients: OnceCell<Vec<Client>>,
+    /// One client per endpoint, each made on its first use (a client with credentials
+    /// authenticates when it is made), so a member down at start does not stop the others.
+    clients: Vec<OnceCell<Client>>,
     /// The member calls go to first; moved on after a transient failure.
     preferred: AtomicUsize,
 }
@@ -41,10 +41,10 @@ impl Members {
         command_timeout: Duration,
     ) -> Self {
         Members {
+            clients: endpoints.iter().map(|_| OnceCell::new()).collect(),
             endpoints,
             command_timeout,
             options,
-            clients: OnceCell::new(),
             preferred: AtomicUsize::new(0),
         }
     }
@@ -59,26 +59,18 @@ impl Members {
         &self.endpoints
     }
 
-    async fn clients(&self, bound: &Bound) -> Result<&[Client], Error> {
-        let made = self.clients.get_or_try_init(|| async {
-            let mut clients = Vec::with_capacity(self.endpoints.len());
-            for endpoint in &self.endpoints {
-                let connect = Client::connect([endpoint.as_str()], Some(self.options.clone()));
-                match bound.run(connect).await? {
-                    Ok(client) => clients.push(client),
-                    Err(error) => return Err(self.to_error(bound.operation(), error)),
-                }
+    /// The client of the preferred member (made now if it is its first use), and its index.
+    async fn client(&self, bound: &Bound) -> (usize, Result<Client, Error>) {
+        let index = self.preferred.load(Ordering::Relaxed) % self.endpoints.len().max(1);
+        let made = self.clients[index].get_or_try_init(|| async {
+            let endpoint = self.endpoints[index].as_str();
+            let connect = Client::connect([endpoint], Some(self.options.clone()));
+            match bound.run(connect).await? {
+                Ok(client) => Ok(client),
+                Err(error) => Err(self.to_error(bound.operation(), error)),
             }
-            Ok(clients)
         });
-        made.await.map(Vec::as_slice)
-    }
-
-    /// The client of the preferred member, and its index.
-    pub(crate) async fn client(&self, bound: &Bound) -> Result<(usize, Client), Error> {
-        let clients = self.clients(bound).await?;
-        let index = self.preferred.load(Ordering::Relaxed) % clients.len();
-        Ok((index, clients[index].clone()))
+        (index, made.await.cloned())
     }
 
     /// Moves calls on from member `failed` to the next one (unless another call did already).
@@ -104,7 +96,18 @@ impl Members {
         let mut pause = Duration::from_millis(5);
         let mut untried = self.endpoints.len().max(1);
         loop {
-            let (member, client) = self.client(bound).await?;
+            let (member, client) = self.client(bound).await;
+            let client = match client {
+                Ok(client) => client,
+                Err(error) if error.is_transient() && bound.leaves(pause) => {
+                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], %error, "etcd member unreachable; trying the next");
+                    self.leave(member);
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             let share = bound.left() / u32::try_from(untried).unwrap_or(1).max(1);
             untried = untried.saturating_sub(1).max(1);
             let error = match bound.run(tokio::time::timeout(share, call(client))).await {
@@ -200,6 +203,11 @@ pub(crate) fn classify(error: etcd_client::Error) -> Failure {
             Failure::Transient(error)
         }
         E::GRpcStatus(status) => match status.code() {
+            // "mvcc: database space exceeded": only an operator (compaction, defrag, a
+            // larger quota) helps.
+            _ if status.message().contains("space exceeded") => Failure::Permanent(error),
+            // The auth store moved on under the client's token: the next call uses a new one.
+            _ if status.message().contains("auth store is old") => Failure::Transient(error),
             tonic::Code::Unavailable
             | tonic::Code::DeadlineExceeded
             | tonic::Code::Aborted

@@ -7,13 +7,14 @@
 //! bound to an etcd lease of the slot's TTL, so it goes with the lease: an idle group keeps only its `max_leaders` and one short `last` key per
 //! slot index it used (at most the most slots ever held at once, plus four).
 //!
-//! - **Acquire** reads the group (a linearizable read, no Raft write) and answers a full
-//!   group, a token that already holds a slot (idempotent acquire) and a mismatched
-//!   `max_leaders` from that read; otherwise one transaction takes a free index *if* the group
-//!   is still as read, binding the slot to a lease (see `acquire.rs`). etcd needs the lease
-//!   before the transaction, so a grant is **two round trips** with a lease the store kept
-//!   from a released slot (the read and its keep-alive in parallel, then the transaction)
-//!   and three with a new one (see `leases.rs`).
+//! - **Acquire** takes a free index in one transaction that binds the slot key to a lease,
+//!   *if* the group is as the store last saw it. It reads the group first (a linearizable
+//!   read, no Raft write) unless a slot was just freed, and answers a full group, a token
+//!   that already holds a slot (idempotent acquire) and a mismatched `max_leaders` from that
+//!   read (see `acquire.rs`, `hints.rs`). etcd needs the lease before the transaction; the
+//!   store reuses the leases of its released slots (see `leases.rs`), so a grant after a
+//!   release is **one round trip**, otherwise two or three (a read, a lease grant, the
+//!   transaction).
 //! - **The fence** is the slot key's `create_revision`: etcd's revision, strictly increasing
 //!   over every write of the cluster, kept by Raft and never going back after a restart of
 //!   any or all members.

@@ -32,6 +32,8 @@ pub(crate) struct Held {
     pub acquired_at: SystemTime,
     /// Until when its lock-delay runs, if it was taken over.
     pub delay_until: Option<Instant>,
+    /// The TTL of the holder it was taken over from, if it was (kept in its record).
+    pub delay_ttl: Option<i64>,
 }
 
 /// The slots this process was granted, by token: where their lease is, so a renewal needs no
@@ -45,12 +47,13 @@ pub(crate) struct HeldSlots {
 /// without a release or a refused renewal would otherwise stay).
 const CACHED: usize = 4096;
 
-/// A slot's move to a new lease: its TTL, what its index's `last` key then says, and the
-/// `lease_time` the holder counts on (`None`: a longer lease than asked is fine).
+/// A slot's move to a new lease: its TTL, what its index's `last` key then says (`None`:
+/// left as it is), and the `lease_time` the holder counts on (`None`: a longer lease than
+/// asked is fine).
 #[derive(Debug, Clone, Copy)]
 struct Relet {
     ttl: i64,
-    last: LastHolder,
+    last: Option<LastHolder>,
     lease_time: Option<Duration>,
 }
 
@@ -71,6 +74,11 @@ impl EtcdStore {
         self.cache().remove(&token);
     }
 
+    /// Whether this store holds a slot under `token`, as far as it knows.
+    pub(crate) fn held_token(&self, token: LeaseToken) -> bool {
+        self.cache().contains_key(&token)
+    }
+
     /// What this process knows of `slot`: its cache entry, or what the slot's record says
     /// (a taken-over slot then waits a whole TTL from now, as its delay may still run).
     pub(crate) fn held_slot(&self, slot: &Slot) -> Held {
@@ -84,7 +92,8 @@ impl EtcdStore {
             // When it was last kept alive is not known here: as if a TTL ago.
             lease: NewLease { id: slot.lease, ttl: slot.ttl, sent_at: now - secs(slot.ttl) },
             acquired_at: slot.acquired_at,
-            delay_until: slot.took_over.then(|| now + secs(slot.ttl)),
+            delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
+            delay_ttl: slot.delay_ttl,
         }
     }
 
@@ -129,7 +138,7 @@ impl EtcdStore {
             self.remember(token, Held { lease, ..held });
         } else {
             // Another TTL: a new lease. The holder may count on the longer of the two.
-            let last = LastHolder::Held { ttl: ttl.max(held.lease.ttl) };
+            let last = Some(LastHolder::Held { ttl: ttl.max(held.lease.ttl) });
             let relet = Relet { ttl, last, lease_time: Some(lease_time) };
             if self.relet(&bound, keys, token, held, relet).await?.is_none() {
                 return Ok(RenewOutcome::NotHeld);
@@ -160,11 +169,8 @@ impl EtcdStore {
         if !keep.is_zero() {
             let min = self.min_ttl();
             let ttl = self.ttl_for(keep).unwrap_or(min).max(min);
-            let last = if delayed {
-                LastHolder::Held { ttl: held.lease.ttl }
-            } else {
-                LastHolder::Released
-            };
+            // Within the lock-delay, the index keeps the TTL its grant recorded.
+            let last = (!delayed).then_some(LastHolder::Released);
             let relet = Relet { ttl, last, lease_time: None };
             let moved = self.relet(&bound, keys, token, held, relet).await?;
             self.forget(token);
@@ -212,27 +218,57 @@ impl EtcdStore {
             self.forget(token);
             return Ok(None);
         };
-        let lease = self.lease(bound, ttl, lease_time).await?;
+        // Kept alive now: the holder counts its time to live from this call.
+        let lease = self.lease_kept_alive(bound, ttl, lease_time).await?;
         let on_lease = PutOptions::new().with_lease(lease.id);
-        let value = Slot::value(token, held.acquired_at, ttl, held.delay_until.is_some(), &holder);
+        let value = Slot::value(token, held.acquired_at, ttl, held.delay_ttl, &holder);
+        let mut then = vec![TxnOp::put(slot_key.as_str(), value, Some(on_lease))];
+        if let Some(last) = last {
+            then.push(TxnOp::put(keys.last(held.index), last.value(), None));
+        }
         let txn = Txn::new()
             .when([
                 Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held)),
                 Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
             ])
-            .and_then([
-                TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
-                TxnOp::put(keys.last(held.index), last.value(), None),
-            ]);
-        let reply = self.txn(bound, txn).await?;
-        if !reply.succeeded() {
-            self.unused(lease);
+            .and_then(then);
+        let moved = match self.txn(bound, txn).await {
+            Ok(reply) if reply.succeeded() => true,
+            // Sent again after a lost reply, the transaction finds its own work done.
+            Ok(_) => self.on_lease(bound, &slot_key, held, lease.id).await?,
+            Err(error) => {
+                self.forget(token);
+                return Err(error);
+            }
+        };
+        if !moved {
+            self.revoke_behind(lease.id);
             self.forget(token);
             return Ok(None);
         }
         self.revoke_behind(held.lease.id);
         self.remember(token, Held { lease, ..held });
         Ok(Some(lease))
+    }
+
+    /// Whether `held`'s slot is bound to lease `lease` now.
+    async fn on_lease(
+        &self,
+        bound: &Bound,
+        slot_key: &str,
+        held: Held,
+        lease: i64,
+    ) -> Result<bool, Error> {
+        let get = self.inner.members.call(bound, |client| {
+            let key = slot_key.to_owned();
+            let options = etcd_client::GetOptions::new().with_keys_only();
+            async move { client.kv_client().get(key, Some(options)).await }
+        });
+        let reply = get.await?;
+        Ok(reply
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.create_revision() == fence(held) && kv.lease() == lease))
     }
 
     /// The holder slot `index`'s key names, or `None` if the key is gone.
