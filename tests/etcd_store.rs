@@ -245,3 +245,33 @@ async fn a_kept_lease_revoked_meanwhile_is_replaced() {
     ));
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
 }
+
+#[tokio::test]
+async fn a_grant_whose_reply_was_lost_is_found_by_the_retry_not_doubled() {
+    use support::proxy::{Fault, Proxy};
+
+    let server = EtcdServer::start();
+    let proxy = Proxy::start(server.member.client_port).await;
+    let store = EtcdStore::builder(format!("etcd://127.0.0.1:{}", proxy.port))
+        .command_timeout(SECOND)
+        .connect()
+        .await
+        .unwrap();
+    let key = "leader:lost-reply";
+    let (first, second) = (token(), token());
+    granted_fence(store.acquire(request(key, 3, first)).await.unwrap());
+    granted_fence(store.acquire(request(key, 3, second)).await.unwrap());
+    // A release: the store's next acquire of the group guesses the freed index, with no read.
+    store.release(key, second, Duration::ZERO).await.unwrap();
+    proxy.set(Fault::DropReplies);
+    let retried = token();
+    let lost = store.acquire(request(key, 3, retried)).await;
+    assert!(lost.as_ref().is_err_and(Error::is_transient), "{lost:?}");
+    proxy.set(Fault::None);
+    // Granted at etcd, its reply lost. Another slot is freed, and the retry with the same
+    // token must find its grant rather than guess that index.
+    store.release(key, first, Duration::ZERO).await.unwrap();
+    granted_fence(store.acquire(request(key, 3, retried)).await.unwrap());
+    let state = store.state(key).await.unwrap();
+    assert_eq!(state.leaders.len(), 1, "the retried token holds one slot: {state:?}");
+}

@@ -215,79 +215,64 @@ async fn hand_over_once(
     endpoints: &[String],
     key: String,
 ) -> Duration {
-    {
-        {
-            match contender {
-                Contender::Store | Contender::StorePerTask => {
-                    let held = LeaseToken::generate().unwrap();
-                    let request =
-                        AcquireRequest::new(&key, std::num::NonZeroU32::MIN, held, "holder", LEASE);
-                    let granted = store.acquire(request).await.unwrap();
-                    assert!(matches!(granted, AcquireOutcome::Granted(_)), "{granted:?}");
-                    let options = LeaderElectionOptions::new()
-                        .wait_time(Duration::from_secs(10))
-                        .lease_time(LEASE)
-                        .keys(leader::KeyOptions::new().exact_key(&key));
-                    let waiter = LeaderElector::new(store.clone(), options).unwrap();
-                    let waiting = tokio::spawn(async move {
-                        waiter
-                            .run_if_leader("w3", |_| async { Instant::now() })
-                            .await
-                            .unwrap()
-                            .elected()
-                    });
-                    sleep(Duration::from_millis(50)).await; // refused, then waiting on the watch
-                    let released = Instant::now();
-                    store.release(&key, held, Duration::ZERO).await.unwrap();
-                    waiting.await.unwrap().expect("the waiter got the slot") - released
-                }
-                Contender::LockPerLease | Contender::LockSession => {
-                    let mut holder =
-                        Worker::new(Contender::LockSession, store, endpoints, key.clone()).await;
-                    let mut waiter =
-                        Worker::new(Contender::LockSession, store, endpoints, key.clone()).await;
-                    let options = LockOptions::new().with_lease(holder.session);
-                    let locked = holder.client.lock(key.as_str(), Some(options)).await.unwrap();
-                    let waiting = tokio::spawn(async move {
-                        let options = LockOptions::new().with_lease(waiter.session);
-                        waiter.client.lock(key.as_str(), Some(options)).await.unwrap();
-                        let at = Instant::now();
-                        let _ = waiter.client.lease_revoke(waiter.session).await;
-                        at
-                    });
-                    sleep(Duration::from_millis(50)).await;
-                    let released = Instant::now();
-                    holder.client.unlock(locked.key()).await.unwrap();
-                    let latency = waiting.await.unwrap() - released;
-                    let _ = holder.client.lease_revoke(holder.session).await;
-                    latency
-                }
-                Contender::Election => {
-                    let mut holder =
-                        Worker::new(Contender::Election, store, endpoints, key.clone()).await;
-                    let mut waiter =
-                        Worker::new(Contender::Election, store, endpoints, key.clone()).await;
-                    let won =
-                        holder.client.campaign(key.as_str(), "a", holder.session).await.unwrap();
-                    let leader = won.leader().unwrap().clone();
-                    let waiting = tokio::spawn(async move {
-                        waiter.client.campaign(key.as_str(), "b", waiter.session).await.unwrap();
-                        let at = Instant::now();
-                        let _ = waiter.client.lease_revoke(waiter.session).await;
-                        at
-                    });
-                    sleep(Duration::from_millis(50)).await;
-                    let released = Instant::now();
-                    holder
-                        .client
-                        .resign(Some(ResignOptions::new().with_leader(leader)))
-                        .await
-                        .unwrap();
-                    let latency = waiting.await.unwrap() - released;
-                    let _ = holder.client.lease_revoke(holder.session).await;
-                    latency
-                }
-            }
+    match contender {
+        Contender::Store | Contender::StorePerTask => {
+            let held = LeaseToken::generate().unwrap();
+            let request =
+                AcquireRequest::new(&key, std::num::NonZeroU32::MIN, held, "holder", LEASE);
+            let granted = store.acquire(request).await.unwrap();
+            assert!(matches!(granted, AcquireOutcome::Granted(_)), "{granted:?}");
+            let options = LeaderElectionOptions::new()
+                .wait_time(Duration::from_secs(10))
+                .lease_time(LEASE)
+                .keys(leader::KeyOptions::new().exact_key(&key));
+            let waiter = LeaderElector::new(store.clone(), options).unwrap();
+            let waiting = tokio::spawn(async move {
+                waiter.run_if_leader("w3", |_| async { Instant::now() }).await.unwrap().elected()
+            });
+            sleep(Duration::from_millis(50)).await; // refused, then waiting on the watch
+            let released = Instant::now();
+            store.release(&key, held, Duration::ZERO).await.unwrap();
+            waiting.await.unwrap().expect("the waiter got the slot") - released
+        }
+        Contender::LockPerLease | Contender::LockSession => {
+            let mut holder =
+                Worker::new(Contender::LockSession, store, endpoints, key.clone()).await;
+            let mut waiter =
+                Worker::new(Contender::LockSession, store, endpoints, key.clone()).await;
+            let options = LockOptions::new().with_lease(holder.session);
+            let locked = holder.client.lock(key.as_str(), Some(options)).await.unwrap();
+            let waiting = tokio::spawn(async move {
+                let options = LockOptions::new().with_lease(waiter.session);
+                waiter.client.lock(key.as_str(), Some(options)).await.unwrap();
+                let at = Instant::now();
+                let _ = waiter.client.lease_revoke(waiter.session).await;
+                at
+            });
+            sleep(Duration::from_millis(50)).await;
+            let released = Instant::now();
+            holder.client.unlock(locked.key()).await.unwrap();
+            let latency = waiting.await.unwrap() - released;
+            let _ = holder.client.lease_revoke(holder.session).await;
+            latency
+        }
+        Contender::Election => {
+            let mut holder = Worker::new(Contender::Election, store, endpoints, key.clone()).await;
+            let mut waiter = Worker::new(Contender::Election, store, endpoints, key.clone()).await;
+            let won = holder.client.campaign(key.as_str(), "a", holder.session).await.unwrap();
+            let leader = won.leader().unwrap().clone();
+            let waiting = tokio::spawn(async move {
+                waiter.client.campaign(key.as_str(), "b", waiter.session).await.unwrap();
+                let at = Instant::now();
+                let _ = waiter.client.lease_revoke(waiter.session).await;
+                at
+            });
+            sleep(Duration::from_millis(50)).await;
+            let released = Instant::now();
+            holder.client.resign(Some(ResignOptions::new().with_leader(leader))).await.unwrap();
+            let latency = waiting.await.unwrap() - released;
+            let _ = holder.client.lease_revoke(holder.session).await;
+            latency
         }
     }
 }
