@@ -12,6 +12,12 @@
 //! revision included), it is made again on the next member, with backoff; observers are woken
 //! at the failure and after each failed attempt (they read the state, so they report the
 //! failure), and everyone is woken once it is back, since events may have been missed.
+//!
+//! Not the other stores' `Listener` (one notification connection per store): a watch of the
+//! store's whole prefix would deliver every write under it (with no prefix, every write of
+//! the cluster, a Kubernetes etcd's included) to every store with a waiter. A watch per
+//! group delivers only the groups someone here waits for; its reconnection follows the
+//! listener's policy (the same `Backoff`, the same wake-ups).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
