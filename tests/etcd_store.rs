@@ -275,3 +275,22 @@ async fn a_grant_whose_reply_was_lost_is_found_by_the_retry_not_doubled() {
     let state = store.state(key).await.unwrap();
     assert_eq!(state.leaders.len(), 1, "the retried token holds one slot: {state:?}");
 }
+
+#[tokio::test]
+async fn a_grant_after_a_release_is_one_round_trip_and_a_refusal_writes_nothing() {
+    let (store, server) = solo().await;
+    let messages = || server.member.metric("grpc_server_msg_received_total").unwrap();
+    let fsyncs = || server.member.metric("etcd_disk_wal_fsync_duration_seconds_count").unwrap();
+    let key = "leader:warm";
+    let warm = token();
+    granted_fence(store.acquire(request(key, 1, warm)).await.unwrap());
+    store.release(key, warm, Duration::ZERO).await.unwrap();
+    // The released slot's lease is kept, and the release tells the next acquire where to go.
+    let (before, held) = (messages(), token());
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    assert_eq!(messages() - before, 1.0, "one transaction");
+    let (before, written) = (messages(), fsyncs());
+    let refused = store.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+    assert_eq!((messages() - before, fsyncs() - written), (1.0, 0.0), "one read, no write");
+}

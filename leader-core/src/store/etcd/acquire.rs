@@ -42,10 +42,13 @@ impl EtcdStore {
         keys: &GroupKeys,
         ttl: i64,
     ) -> Result<AcquireOutcome, Error> {
-        // Until this acquire answers, it may be granted unseen (a lost reply, a call dropped
-        // mid-way): a retry with the same token must read first, to find it.
+        // A token that holds a slot, or whose last acquire may have been granted unseen (an
+        // error, or a call dropped mid-way), reads first: a guess could give it a second.
+        let read_first =
+            self.held_token(request.token) || self.inner.hints.uncertain(request.token);
+        // Until this acquire answers, it may be granted unseen: a retry must read first.
         self.inner.hints.attempting(request.token);
-        let taken = self.try_slot(request, keys, ttl).await;
+        let taken = self.try_slot(request, keys, ttl, read_first).await;
         if taken.is_ok() {
             self.inner.hints.answered(request.token);
         }
@@ -57,13 +60,12 @@ impl EtcdStore {
         request: AcquireRequest<'_>,
         keys: &GroupKeys,
         ttl: i64,
+        read_first: bool,
     ) -> Result<AcquireOutcome, Error> {
         let started = Instant::now();
         let bound = self.bound("acquire");
         let hints = &self.inner.hints;
-        // A token that holds a slot, or whose last acquire may have been granted unseen (an
-        // error, or a call dropped mid-way), reads first: a guess could give it a second.
-        let first_step = match self.held_token(request.token) || hints.uncertain(request.token) {
+        let first_step = match read_first {
             true => FirstStep::Read,
             false => hints.first_step(&keys.range),
         };
