@@ -24,7 +24,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::redis_server::free_port;
+use crate::redis_server::{free_port, send_signal};
 
 /// The etcd binary the tests run: `$LEADER_TEST_ETCD`, or `etcd`.
 pub fn program() -> String {
@@ -116,9 +116,7 @@ impl EtcdMember {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id();
-        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
-        assert!(status.unwrap().success(), "kill -{signal} {pid}");
+        send_signal(self.child.as_ref().expect("running").id(), signal);
     }
 
     /// The value of metric `name` (summed over its labels) from the member's `/metrics`.

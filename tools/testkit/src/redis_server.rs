@@ -39,6 +39,13 @@ pub fn cli_program() -> String {
     std::env::var("LEADER_TEST_REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_owned())
 }
 
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`, through `kill`; a test's failure if it
+/// cannot.
+pub(crate) fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    assert!(status.unwrap().success(), "kill -{signal} {pid}");
+}
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -147,9 +154,7 @@ impl RedisServer {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id();
-        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
-        assert!(status.unwrap().success(), "kill -{signal} {pid}");
+        send_signal(self.child.as_ref().expect("running").id(), signal);
     }
 
     /// Calls per command that clients sent since the last `CONFIG RESETSTAT`, from

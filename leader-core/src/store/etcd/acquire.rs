@@ -71,7 +71,7 @@ impl EtcdStore {
         };
         let (group, lease) = match first_step {
             FirstStep::Guess(index) if index < request.max_leaders.get() => {
-                let lease = self.lease(&bound, ttl, Some(request.lease_time)).await?;
+                let lease = self.lease(&bound, ttl, Some(request.lease_time), true).await?;
                 let acquired_at = layout::to_micros(SystemTime::now());
                 let txn = guess_txn(keys, &request, lease, index, acquired_at);
                 let reply = match self.txn(&bound, txn).await {

@@ -65,35 +65,22 @@ impl LeasePool {
 }
 
 impl EtcdStore {
-    /// A lease of `ttl` seconds: a kept one (kept alive now, no Raft write, unless it was
-    /// within the last third of its TTL), or a new grant.
-    /// See [`grant_lease`](Self::grant_lease) for `lease_time`.
+    /// A lease of `ttl` seconds: a kept one, kept alive now (no Raft write), or a new grant.
+    /// With `reuse_fresh`, a kept lease kept alive within the last third of its TTL is used
+    /// as it is (two thirds of it are left; the caller counts from its `sent_at`); without,
+    /// the lease's TTL counts from this call. See [`grant_lease`](Self::grant_lease) for
+    /// `lease_time`.
     pub(crate) async fn lease(
         &self,
         bound: &Bound,
         ttl: i64,
         lease_time: Option<Duration>,
+        reuse_fresh: bool,
     ) -> Result<NewLease, Error> {
         while let Some(kept) = self.inner.leases.take(ttl) {
-            // Kept alive within the last third of its TTL: two thirds of it are left.
-            if kept.sent_at.elapsed() < secs(ttl) / 3 {
+            if reuse_fresh && kept.sent_at.elapsed() < secs(ttl) / 3 {
                 return Ok(kept);
             }
-            if let Some(alive) = self.renew_kept(bound, kept).await? {
-                return Ok(alive);
-            }
-        }
-        self.grant_lease(bound, ttl, lease_time).await
-    }
-
-    /// A lease of `ttl` seconds kept alive (or granted) by this call: its TTL counts from now.
-    pub(crate) async fn lease_kept_alive(
-        &self,
-        bound: &Bound,
-        ttl: i64,
-        lease_time: Option<Duration>,
-    ) -> Result<NewLease, Error> {
-        while let Some(kept) = self.inner.leases.take(ttl) {
             if let Some(alive) = self.renew_kept(bound, kept).await? {
                 return Ok(alive);
             }

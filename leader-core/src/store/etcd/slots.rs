@@ -219,7 +219,7 @@ impl EtcdStore {
             return Ok(None);
         };
         // Kept alive now: the holder counts its time to live from this call.
-        let lease = self.lease_kept_alive(bound, ttl, lease_time).await?;
+        let lease = self.lease(bound, ttl, lease_time, false).await?;
         let on_lease = PutOptions::new().with_lease(lease.id);
         let value = Slot::value(token, held.acquired_at, ttl, held.delay_ttl, &holder);
         let mut then = vec![TxnOp::put(slot_key.as_str(), value, Some(on_lease))];
