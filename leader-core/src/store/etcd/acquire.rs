@@ -25,7 +25,7 @@ use super::EtcdStore;
 use super::group::Group;
 use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, LastHolder, Slot};
-use super::leases::{NewLease, secs};
+use super::leases::{NewLease, secs, wall_clock_of};
 use super::slots::Held;
 use crate::Error;
 use crate::store::bound::Bound;
@@ -278,10 +278,12 @@ impl EtcdStore {
         } else {
             lives.saturating_sub(started - lease.sent_at)
         };
+        // On the wall clock, from when the lease was kept alive or granted (not from the
+        // reply, which a stalled process may read much later).
         Ok(AcquireOutcome::Granted(Grant::new(
             held.fence,
             held.acquired_at,
-            SystemTime::now() + request.lease_time,
+            wall_clock_of(lease.sent_at) + lives,
             expires_in,
         )))
     }

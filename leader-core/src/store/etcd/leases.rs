@@ -199,6 +199,13 @@ impl EtcdStore {
     }
 }
 
+/// The wall-clock time of `at`: when a call was sent, for an expiry reported on the wall
+/// clock (etcd has no clock of its own to report).
+pub(crate) fn wall_clock_of(at: Instant) -> std::time::SystemTime {
+    let now = std::time::SystemTime::now();
+    now.checked_sub(at.elapsed()).unwrap_or(now)
+}
+
 /// `ttl` seconds.
 pub(crate) fn secs(ttl: i64) -> Duration {
     Duration::from_secs(u64::try_from(ttl).unwrap_or(0))

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::EtcdStore;
 use super::layout::{GroupKeys, LastHolder, Slot};
-use super::leases::{NewLease, secs};
+use super::leases::{NewLease, secs, wall_clock_of};
 use crate::store::bound::Bound;
 use crate::store::{ReleaseOutcome, RenewOutcome};
 use crate::{Error, LeaseToken};
@@ -123,7 +123,7 @@ impl EtcdStore {
         let Some((held, _)) = self.find(&bound, keys, token).await? else {
             return Ok(RenewOutcome::NotHeld);
         };
-        if held.lease.ttl == ttl {
+        let lease = if held.lease.ttl == ttl {
             // The lease kept alive, and the slot still the token's (an operator's release
             // from another process deletes it).
             let slot_key = keys.slot(held.index);
@@ -136,16 +136,20 @@ impl EtcdStore {
                 return Ok(RenewOutcome::NotHeld);
             };
             self.remember(token, Held { lease, ..held });
+            lease
         } else {
             // Another TTL: a new lease. The holder may count on the longer of the two.
             let last = Some(LastHolder::Held { ttl: ttl.max(held.lease.ttl) });
             let relet = Relet { ttl, last, lease_time: Some(lease_time) };
-            if self.relet(&bound, keys, token, held, relet).await?.is_none() {
-                return Ok(RenewOutcome::NotHeld);
+            match self.relet(&bound, keys, token, held, relet).await? {
+                Some(lease) => lease,
+                None => return Ok(RenewOutcome::NotHeld),
             }
-        }
+        };
+        // Counted from when the keep-alive (or grant) was sent, not from its reply, which a
+        // stalled process may read much later.
         Ok(RenewOutcome::Renewed {
-            expires_at: SystemTime::now() + lease_time,
+            expires_at: wall_clock_of(lease.sent_at) + lease_time,
             expires_in: lease_time,
         })
     }
