@@ -576,3 +576,67 @@ async fn the_macros_elect_and_skip_on_postgres() {
     }
     assert_eq!(workers.process(8).await.unwrap(), leader::LeaderRunResult::Skipped);
 }
+
+/// A service opens its store without I/O at start-up; on a database where no store ever
+/// ran, its candidates' first calls (a waiting `run_if_leader` watches for releases before
+/// its first attempt, a `Leadership` too) make the schema, and they elect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_elect_on_a_new_database_through_a_store_built_without_io() {
+    let server = PostgresServer::start();
+    let by_url = leader::store::builder(server.url()).build().expect("no I/O");
+    let elector = LeaderElector::new(
+        by_url,
+        LeaderElectionOptions::new().wait_time(5 * SECOND).lease_time(10 * SECOND),
+    )
+    .unwrap();
+    let won = tokio::time::timeout(20 * SECOND, elector.run_if_leader("fresh", |_| async {}))
+        .await
+        .expect("answers");
+    assert!(won.expect("no store error on a new database").is_elected());
+
+    let other = PostgresServer::start();
+    let built = PostgresStore::builder(other.url()).build().expect("no I/O");
+    let leadership = leader::Leadership::start("fresh", built, leader::LeadershipOptions::new())
+        .expect("valid options");
+    tokio::time::timeout(20 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("a Leadership leads on a new database");
+    leadership.stop().await;
+}
+
+/// An operator's or observer's read never runs DDL: on a database without the schema, a
+/// role without CREATE reads an empty group and no groups, observes, and leaves the
+/// database as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_on_a_database_without_the_schema_write_nothing() {
+    let server = PostgresServer::start();
+    server.psql("CREATE ROLE monitor LOGIN");
+    let url = format!("postgres://monitor@127.0.0.1:{}/postgres", server.port);
+    let store = leader::store::connect(&url).await.expect("a read-only check");
+    let state = store.state("leader:reports").await.expect("an empty state");
+    assert!(state.leaders.is_empty() && state.max_leaders.is_none(), "{state:?}");
+    let groups = store.list_groups("leader:", "").await.expect("no groups");
+    assert!(groups.is_empty(), "{groups:?}");
+    let watch = store.watch_changes("leader:reports").await.expect("an observer's watch");
+    drop(watch);
+    let elector = LeaderElector::new(store, LeaderElectionOptions::new()).unwrap();
+    let observer = elector.observe("reports").await.expect("observes");
+    assert!(observer.current().leaders.is_empty());
+    let made = "SELECT count(*) FROM pg_class WHERE relname LIKE 'leader\\_%' \
+                UNION ALL SELECT count(*) FROM pg_proc WHERE proname LIKE 'leader\\_%'";
+    assert_eq!(server.psql(made), "0\n0", "a read made part of the schema");
+
+    // Once a candidate made the schema, a monitoring role needs SELECT on the two tables
+    // (docs/postgres-store.md), and nothing more.
+    let owner = PostgresStore::builder(server.url()).build().unwrap();
+    let held = token();
+    assert!(matches!(
+        owner.acquire(request("leader:reports", 1, held)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    server.psql("GRANT SELECT ON public.leader_groups, public.leader_slots TO monitor");
+    let monitor = leader::store::connect(&url).await.unwrap();
+    let state = monitor.state("leader:reports").await.expect("a monitor's read");
+    assert_eq!(state.leaders.len(), 1, "{state:?}");
+    assert_eq!(monitor.list_groups("leader:", "").await.unwrap(), ["leader:reports"]);
+}

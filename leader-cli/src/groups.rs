@@ -16,8 +16,16 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
             .and_then(|k| k.strip_suffix(suffix))
             .unwrap_or(&key)
             .to_owned();
-        let snapshot = store.state(&key).await?;
-        groups.push((name, key, snapshot));
+        // A key of the namespace that holds something else (another program's data, a
+        // group of another key format) is skipped with a warning: one foreign key must
+        // not hide every group.
+        match store.state(&key).await {
+            Ok(snapshot) => groups.push((name, key, snapshot)),
+            Err(error) if !error.is_transient() => {
+                eprintln!("warning: skipped {key:?}: {}", crate::chain(&error));
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     if json {
         let list: Vec<serde_json::Value> = groups

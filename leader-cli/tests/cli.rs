@@ -83,8 +83,12 @@ async fn groups_lists_the_groups_under_a_namespace() {
     hold(&store, "billing:leader:invoices", "a").await;
     hold(&store, "billing:leader:reports", "b").await;
     hold(&store, "other:leader:elsewhere", "c").await;
+    // Another program's data under a name of the group pattern: skipped with a warning.
+    let foreign = RedisStore::group_layout("billing:leader:zz-cache").unwrap().group;
+    server.cli(&["SET", &foreign, "not a group"]);
     let output = leader(&server.url(), &["--namespace", "billing:", "groups"]);
     assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("skipped \"billing:leader:zz-cache\""), "{}", stderr(&output));
     let listing = stdout(&output);
     assert_eq!(
         listing,
@@ -265,6 +269,25 @@ async fn state_groups_and_release_work_on_postgres() {
     let output = leader(&server.url(), &["release", "reports", "--token", &token.to_string()]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(store.state("leader:reports").await.unwrap().leaders.is_empty());
+}
+
+/// An operator's read never runs DDL: on a database where no candidate ran, a role
+/// without CREATE reads an empty group and no groups, and the database stays as it was.
+#[tokio::test]
+async fn reads_on_a_postgres_database_without_the_schema_write_nothing() {
+    use leader_testkit::postgres_server::PostgresServer;
+
+    let server = PostgresServer::start();
+    server.psql("CREATE ROLE monitor LOGIN");
+    let url = format!("postgres://monitor@127.0.0.1:{}/postgres", server.port);
+    let output = leader(&url, &["state", "reports"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("no live slots"), "{}", stdout(&output));
+    let output = leader(&url, &["groups"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("no groups"), "{}", stdout(&output));
+    let made = "SELECT count(*) FROM pg_class WHERE relname LIKE 'leader\\_%'";
+    assert_eq!(server.psql(made), "0", "a read made part of the schema");
 }
 
 #[tokio::test]

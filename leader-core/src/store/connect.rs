@@ -13,8 +13,9 @@ pub type SharedStore = Arc<dyn LeaseStore>;
 const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel://, \
                        redis+cluster://, postgres://, postgresql://, etcd:// or etcds://";
 
-/// Opens the store `url` names and checks that it answers (a PostgreSQL store also creates
-/// or checks its schema): `builder(url).connect().await`.
+/// Opens the store `url` names and checks that it answers, with one read that writes
+/// nothing (a PostgreSQL store makes its schema on a candidate's first operation, or with
+/// `PostgresStore::migrate`): `builder(url).connect().await`.
 ///
 /// | URL | store | feature |
 /// |---|---|---|
@@ -136,12 +137,13 @@ impl StoreBuilder {
         }
     }
 
-    /// [`build`](Self::build), then checks that the server answers (a PostgreSQL store also
-    /// creates or checks its schema).
+    /// [`build`](Self::build), then checks that the server answers and the URL's
+    /// credentials work, with one read that writes nothing.
     pub async fn connect(self) -> Result<SharedStore, Error> {
         let store = self.build()?;
         // A read of a group nobody uses: one round trip that proves the server answers and
-        // the URL's credentials work (and migrates a PostgreSQL schema).
+        // the URL's credentials work. Reads run no DDL, so an operator's role without
+        // CREATE (or a read-only database) connects too.
         store.state("leader:connection-check").await?;
         Ok(store)
     }

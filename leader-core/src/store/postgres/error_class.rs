@@ -62,6 +62,14 @@ pub(crate) fn class(error: &tokio_postgres::Error) -> Class {
     }
 }
 
+/// Whether the server refused a statement because a table, a function or a schema it names
+/// does not exist (42P01, 42883, 3F000): the store's schema was never made there.
+pub(crate) fn names_a_missing_object(error: &tokio_postgres::Error) -> bool {
+    [SqlState::UNDEFINED_TABLE, SqlState::UNDEFINED_FUNCTION, SqlState::INVALID_SCHEMA_NAME]
+        .iter()
+        .any(|missing| error.code() == Some(missing))
+}
+
 /// The error a failed `operation` returns: transient for [`Class::Retry`] and
 /// [`Class::Unavailable`], a store error naming the server's message and SQLSTATE otherwise.
 pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) -> Error {

@@ -33,8 +33,11 @@ use crate::{Error, LeaseToken};
 ///
 /// - Two tables: one row per group (its `max_leaders` and last fence) and one row per live
 ///   slot (token, holder, fence, acquired-at, expires-at). Names are configurable; the
-///   schema is created on first use (idempotently, under an advisory lock) or by
-///   [`migrate`](Self::migrate), and an existing table of another shape is an error.
+///   schema is created by a candidate's first operation (acquire, renew, release, a watch
+///   for releases; idempotently, under an advisory lock), by [`migrate`](Self::migrate)
+///   or by [`connect`](Self::connect), and an existing table of another shape is an error.
+///   Reads (`state`, `list_groups`, observers) never run DDL: without the schema they
+///   answer as for groups nobody holds.
 /// - Every operation is **one** round trip: one prepared statement that reads
 ///   `clock_timestamp()` (client clocks do not matter) and answers as the Redis scripts do.
 ///   Acquire looks at the group in plain SQL and refuses a full group from that snapshot,
@@ -80,12 +83,29 @@ struct Inner {
 struct Call<'a> {
     operation: &'static str,
     sql: &'a str,
+    /// Whether the operation is a candidate's (acquire, renew, release), which makes the
+    /// schema first if it is missing; a read (state, list) never runs DDL.
+    makes_schema: bool,
+}
+
+impl<'a> Call<'a> {
+    /// A candidate's operation: the schema is made first if it is missing.
+    fn candidate(operation: &'static str, sql: &'a str) -> Self {
+        Call { operation, sql, makes_schema: true }
+    }
+
+    /// A read: it never runs DDL, and on a database without the schema (no table, function
+    /// or schema of that name: no candidate ran there yet) it answers no rows, as for a
+    /// group nobody holds.
+    fn read(operation: &'static str, sql: &'a str) -> Self {
+        Call { operation, sql, makes_schema: false }
+    }
 }
 
 impl PostgresStore {
     /// Creates the tables and functions if they are missing (idempotent; safe when many
     /// processes start at once), and checks that existing tables have the expected shape.
-    /// The store also does this on its first operation.
+    /// A candidate's first operation does it too; reads never do.
     pub async fn migrate(&self) -> Result<(), Error> {
         self.schema_ready().await
     }
@@ -95,7 +115,7 @@ impl PostgresStore {
     async fn select_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
         let sql = &self.inner.names.list_sql;
         let params: [&(dyn ToSql + Sync); 2] = [&prefix, &suffix];
-        let rows = self.query(Call { operation: "list", sql }, &params).await?;
+        let rows = self.query(Call::read("list", sql), &params).await?;
         rows.iter().map(|row| row.try_get::<_, String>(0).map_err(|e| decode("list", e))).collect()
     }
 
@@ -123,7 +143,8 @@ impl PostgresStore {
         Bound::new("postgres", operation, self.inner.command_timeout)
     }
 
-    /// Runs one statement within one deadline of the command timeout, retries included:
+    /// Runs one statement within one deadline of the command timeout, retries included (a
+    /// candidate's operation makes the schema first if it is missing; see [`Call`]):
     /// once on a new connection if the one it used was broken, and again at once (after
     /// 1 ms, doubling) while the server rolled it back for a reason that passes by itself
     /// (see [`Class::Retry`]). Every statement is idempotent for its token.
@@ -136,7 +157,7 @@ impl PostgresStore {
         call: Call<'_>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Error> {
-        if self.inner.schema_ready.get().is_none() {
+        if call.makes_schema && self.inner.schema_ready.get().is_none() {
             self.schema_ready().await?;
         }
         let bound = self.bound(call.operation);
@@ -163,6 +184,9 @@ impl PostgresStore {
             let broken = error.is_closed() || client.is_closed();
             if broken {
                 drop(deadpool_postgres::Object::take(client));
+            }
+            if !call.makes_schema && error_class::names_a_missing_object(&error) {
+                return Ok(Vec::new()); // a read on a database without the schema
             }
             match error_class::class(&error) {
                 Class::Retry if bound.leaves(pause) => {
@@ -266,7 +290,7 @@ impl LeaseStore for PostgresStore {
         let lease = millis(request.lease_time);
         let params: [&(dyn ToSql + Sync); 5] =
             [&request.key, &token, &request.holder, &lease, &max];
-        let rows = self.query(Call { operation: "acquire", sql }, &params).await?;
+        let rows = self.query(Call::candidate("acquire", sql), &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
         // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
         let fields: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
@@ -292,7 +316,7 @@ impl LeaseStore for PostgresStore {
         let sql = &self.inner.names.renew_sql;
         let (token, lease) = (token.to_string(), millis(lease_time));
         let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
-        let rows = self.query(Call { operation: "renew", sql }, &params).await?;
+        let rows = self.query(Call::candidate("renew", sql), &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
         let get =
             |column: &str| row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e));
@@ -316,7 +340,7 @@ impl LeaseStore for PostgresStore {
         let sql = &self.inner.names.release_sql;
         let (token, min_lease) = (token.to_string(), millis(min_lease_time));
         let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
-        let rows = self.query(Call { operation: "release", sql }, &params).await?;
+        let rows = self.query(Call::candidate("release", sql), &params).await?;
         let row = rows.first().ok_or_else(|| unexpected("release", "no row"))?;
         let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
         let left: Option<i64> = row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
@@ -331,7 +355,7 @@ impl LeaseStore for PostgresStore {
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let sql = &self.inner.names.state_sql;
         let params: [&(dyn ToSql + Sync); 1] = [&key];
-        let rows = self.query(Call { operation: "state", sql }, &params).await?;
+        let rows = self.query(Call::read("state", sql), &params).await?;
         let mut snapshot = GroupSnapshot::default();
         for row in &rows {
             let get = |column: &str| -> Result<i64, Error> {
@@ -356,7 +380,12 @@ impl LeaseStore for PostgresStore {
         self.select_groups(prefix, suffix).await
     }
 
+    /// A candidate's watch: it makes the schema first if it is missing, as the acquire that
+    /// follows would.
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
+        if self.inner.schema_ready.get().is_none() {
+            self.schema_ready().await?;
+        }
         let watched = self.bound("watch").run(self.inner.releases.watch(key)).await?;
         watched.map_err(|error| error_class::to_error("watch", error))
     }

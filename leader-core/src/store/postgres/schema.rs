@@ -178,6 +178,17 @@ pub(crate) struct Names {
     pub unobserve_sql: String,
 }
 
+/// The key of group `$1`'s waiting lock, as `{prefix}wait_key($1)` computes it
+/// (sql/tables.sql).
+fn waiting(schema: &str, prefix: &str) -> String {
+    format!("hashtextextended($1::text, hashtext('leader-core waiting {schema}.{prefix}groups'))")
+}
+
+/// The key of group `$1`'s observing lock, as `{prefix}observe_key($1)` computes it.
+fn observing(schema: &str, prefix: &str) -> String {
+    format!("hashtextextended($1::text, hashtext('leader-core observing {schema}.{prefix}groups'))")
+}
+
 /// What the tables must look like: (table suffix, [(column, type as
 /// information_schema.columns names it)]).
 const SHAPE: [(&str, &[(&str, &str)]); 2] = [
@@ -216,20 +227,21 @@ impl Names {
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
-            announce_sql: format!("SELECT pg_advisory_lock_shared({}($1))", qualified("wait_key")),
-            withdraw_sql: format!(
-                "SELECT pg_advisory_unlock_shared({}($1))",
-                qualified("wait_key")
-            ),
+            // The announcements compute the lock keys in place (what `{prefix}wait_key` and
+            // `{prefix}observe_key` compute) rather than calling the functions, so a waiter
+            // or an observer needs no schema: an observer on a database without one writes
+            // nothing, and a candidate's watch works before its first acquire migrates.
+            announce_sql: format!("SELECT pg_advisory_lock_shared({})", waiting(schema, prefix)),
+            withdraw_sql: format!("SELECT pg_advisory_unlock_shared({})", waiting(schema, prefix)),
             observe_sql: format!(
-                "SELECT pg_advisory_lock_shared({}($1)), pg_advisory_lock_shared({}($1))",
-                qualified("wait_key"),
-                qualified("observe_key")
+                "SELECT pg_advisory_lock_shared({}), pg_advisory_lock_shared({})",
+                waiting(schema, prefix),
+                observing(schema, prefix)
             ),
             unobserve_sql: format!(
-                "SELECT pg_advisory_unlock_shared({}($1)), pg_advisory_unlock_shared({}($1))",
-                qualified("observe_key"),
-                qualified("wait_key")
+                "SELECT pg_advisory_unlock_shared({}), pg_advisory_unlock_shared({})",
+                observing(schema, prefix),
+                waiting(schema, prefix)
             ),
             list_sql: format!(
                 "SELECT key FROM {} WHERE starts_with(key, $1) AND right(key, length($2)) = $2 \
