@@ -5,7 +5,7 @@
 //! cargo run --example demo                                      # in-memory store
 //! cargo run --example demo -- redis://127.0.0.1:6379             # Redis
 //! cargo run --example demo -- postgres://postgres@127.0.0.1:5432/test
-//! cargo run --example demo -- --etcd etcd://127.0.0.1:2379        # etcd
+//! cargo run --example demo --features etcd -- --etcd etcd://127.0.0.1:2379   # etcd
 //! ```
 //!
 //! A store can also be named by its kind: `--redis URL`, `--postgres URL`, `--etcd URL`.
@@ -185,7 +185,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 
 const USAGE: &str = "usage: cargo run --example demo [-- [--redis|--postgres|--etcd] STORE_URL], \
                      for example redis://127.0.0.1:6379, postgres://postgres@127.0.0.1:5432/test \
-                     or --etcd etcd://127.0.0.1:2379";
+                     or (built with --features etcd) --etcd etcd://127.0.0.1:2379";
 
 /// The in-memory store, or the store a URL names (`redis://…`, `postgres://…`,
 /// `etcd://…`), alone or after the flag of its kind.

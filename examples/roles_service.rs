@@ -12,7 +12,7 @@
 //! cargo run --example roles_service -- --store redis://127.0.0.1:6379 --listen 127.0.0.1:7001
 //! cargo run --example roles_service -- --store redis://127.0.0.1:6379 --listen 127.0.0.1:7002
 //! cargo run --example roles_service -- --store postgres://postgres@127.0.0.1:5432/test
-//! cargo run --example roles_service -- --store etcd://127.0.0.1:2379 --listen 127.0.0.1:7001
+//! cargo run --example roles_service --features etcd -- --store etcd://127.0.0.1:2379 --listen 127.0.0.1:7001
 //! cargo run --example roles_service                      # in-memory: leads both roles alone
 //! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
 //! ```

@@ -4,6 +4,7 @@
 //! data. Candidates on several stores (as separate processes would be) hold slots and renew
 //! them throughout; at no moment do more than `max_leaders` bodies run, fences only grow, and
 //! the group recovers within two leases plus an election.
+#![cfg(feature = "etcd")]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! `EtcdStore` against real `etcd` members the tests start themselves: the conformance suite
 //! on one member, the keys a group leaves behind, the lock-delay after a takeover, round trips,
 //! and bad input as clear errors. Faults of a three-member cluster are in `etcd_faults.rs`.
+#![cfg(feature = "etcd")]
 
 mod conformance;
 mod support;

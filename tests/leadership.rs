@@ -373,22 +373,23 @@ async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     let store = FaultyStore::new();
+    // A lease of seconds, renewed every second: healthy through a busy machine's stalls.
     let options = options()
-        .lease_time(Duration::from_millis(300))
-        .renew_interval(Duration::from_millis(100))
+        .lease_time(3 * SECOND)
+        .renew_interval(SECOND)
         .retry_interval(Duration::from_millis(50));
     let leadership = start("probed", store.clone(), options);
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
-    sleep(Duration::from_millis(350)).await;
+    sleep(Duration::from_millis(1_500)).await;
     assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
-    // The next renewal wedges the loop's thread for a second: the loop still believes it
-    // leads, the probe says it is wedged, and `is_leader()` checks the deadline itself.
-    // Watch from a plain thread, since a wedged worker can hold up tokio's timers too.
-    store.block_next_renewal(Duration::from_secs(1));
+    // The next renewal wedges the loop's thread for more than a lease: the loop still
+    // believes it leads, the probe says it is wedged, and `is_leader()` checks the deadline
+    // itself. Watch from a plain thread, since a wedged worker can hold up tokio's timers.
+    store.block_next_renewal(Duration::from_secs(5));
     let probe = leadership.clone();
     let seen = std::thread::spawn(move || {
         let mut seen = Vec::new();
-        for _ in 0..100 {
+        for _ in 0..400 {
             seen.push((probe.is_leader(), probe.health()));
             std::thread::sleep(Duration::from_millis(20));
         }

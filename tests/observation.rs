@@ -65,7 +65,8 @@ async fn an_observer_on_another_connection_sees_every_change(url: &str) {
     assert_eq!(next(&mut observer).await, []);
 
     // A holder that crashed: never renewed, never released; seen when its lease ends.
-    let lease = Duration::from_millis(300);
+    // Long enough that the observer reads the grant before it lapses on a busy machine.
+    let lease = 2 * SECOND;
     let sent = Instant::now();
     let crashed = take(&second, "10.0.0.2:8080", token(), lease).await;
     assert!(crashed > fence);
@@ -148,7 +149,11 @@ async fn an_observer_reports_a_lost_redis_and_recovers_when_it_is_back() {
         server.cli(&["PUBSUB", "NUMPAT"]) == "2"
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let group = group_key(KEY);
+    support::eventually(5 * SECOND, "the group is announced again", || async {
+        server.cli(&["HKEYS", &group]).lines().any(|field| field.starts_with("watcher:"))
+    })
+    .await;
     // Only a published grant can tell the observer now: the group had no slot to time.
     let mut request = request_for(KEY, 1, token(), 10 * SECOND);
     request.holder = "10.0.0.9:8080";

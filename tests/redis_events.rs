@@ -53,16 +53,17 @@ async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_
     let held = token();
     granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
     server.cli(&["CONFIG", "RESETSTAT"]);
-    assert!(matches!(store.renew(key, held, SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    // Leases of several seconds: each renewal comes well within the one before.
+    assert!(matches!(store.renew(key, held, 8 * SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
     assert_eq!(published(), 0, "nobody was refused: a shorter lease wakes nobody");
     let refused = store.acquire(request(key, 1, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
     assert!(matches!(
-        store.renew(key, held, Duration::from_millis(500)).await.unwrap(),
+        store.renew(key, held, 5 * SECOND).await.unwrap(),
         RenewOutcome::Renewed { .. }
     ));
     assert_eq!(published(), 1, "the refused candidate waits for the old expiry: woken");
-    assert!(matches!(store.renew(key, held, SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert!(matches!(store.renew(key, held, 8 * SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
     assert_eq!(published(), 1, "a longer lease frees nothing sooner");
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(published(), 2, "the release wakes the candidate");
@@ -76,7 +77,7 @@ async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_
 async fn a_grant_clears_the_mark_of_a_candidate_an_expiry_woke() {
     let (store, server) = standalone().await;
     let key = "leader:expired-under-waiter";
-    let short = request_for(key, 1, token(), Duration::from_millis(100));
+    let short = request_for(key, 1, token(), SECOND);
     granted_fence(store.acquire(short).await.unwrap());
     assert!(matches!(
         store.acquire(request(key, 1, token())).await.unwrap(),
@@ -85,7 +86,7 @@ async fn a_grant_clears_the_mark_of_a_candidate_an_expiry_woke() {
     let waiting = || server.cli(&["HEXISTS", &group_key("leader:expired-under-waiter"), "waiting"]);
     assert_eq!(waiting(), "1");
     // The refused candidate's timer ends at the expiry, which frees the slot.
-    sleep(Duration::from_millis(150)).await;
+    sleep(SECOND + Duration::from_millis(100)).await;
     granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
     assert_eq!(waiting(), "0", "every candidate refused before was woken by the expiry");
 }
@@ -101,7 +102,7 @@ async fn a_watcher_gets_grants_and_releases_published_for_as_long_as_it_asked() 
     let mut messages = pubsub.into_on_message();
     use futures_util::StreamExt;
 
-    store.announce_watcher(key, Duration::from_millis(400)).await.unwrap();
+    store.announce_watcher(key, 3 * SECOND).await.unwrap();
     let ttl: i64 = server.cli(&["PTTL", &layout.group]).parse().unwrap();
     assert!(ttl > 0, "the hash the watcher made expires: {ttl}");
     let held = token();
@@ -111,7 +112,7 @@ async fn a_watcher_gets_grants_and_releases_published_for_as_long_as_it_asked() 
         let message = timeout(5 * SECOND, messages.next()).await.unwrap().unwrap();
         assert_eq!(message.get_channel_name(), channel.as_str());
     }
-    sleep(Duration::from_millis(450)).await;
+    sleep(3 * SECOND + Duration::from_millis(100)).await;
     let held = token();
     granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
     store.release(key, held, Duration::ZERO).await.unwrap();

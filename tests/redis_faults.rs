@@ -10,7 +10,7 @@ use leader::{Error, LeaseStore, RedisStore};
 use support::redis::{slot_records, standalone};
 use support::redis_server::RedisServer;
 use support::{granted_fence, request, token};
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -41,7 +41,11 @@ async fn a_paused_server_times_out_and_the_store_recovers() {
         .command_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    store.state("leader:paused").await.unwrap();
+    // Connected (a busy machine may take longer than the timeout the first time).
+    support::eventually(10 * SECOND, "the store connects", || async {
+        store.state("leader:paused").await.is_ok()
+    })
+    .await;
     server.pause();
     let err = store.acquire(request("leader:paused", 1, token())).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { operation: "acquire", .. }), "{err:?}");
@@ -115,13 +119,19 @@ async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fail
         .replica_ack(1, Duration::from_millis(600))
         .build()
         .unwrap();
-    store.state("leader:warm-up").await.unwrap();
+    support::eventually(10 * SECOND, "the store connects", || async {
+        store.state("leader:warm-up").await.is_ok()
+    })
+    .await;
     replica.pause();
     // While the grant waits for the replica, the primary stops taking writes (scripts
     // included) for longer than the command timeout: the compensating release fails.
     let acquire = store.acquire(request("leader:unreleased", 1, token()));
     let pause_writes = async {
-        sleep(Duration::from_millis(200)).await;
+        support::eventually(5 * SECOND, "the grant waits for the replica", || async {
+            primary.cli(&["CLIENT", "LIST"]).contains("cmd=wait")
+        })
+        .await;
         primary.cli(&["CLIENT", "PAUSE", "2000", "WRITE"]);
     };
     let (outcome, ()) = tokio::join!(acquire, pause_writes);

@@ -56,12 +56,10 @@ async fn state_prints_holders_fences_and_expiry_as_a_table_or_json() {
             && lines[1].contains("FENCE")
             && lines[1].contains("EXPIRES IN")
     );
-    assert!(
-        lines[2].starts_with("worker-a")
-            && lines[2].contains(&fence_a.to_string())
-            && lines[2].contains("60.0s"),
-        "{table}"
-    );
+    assert!(lines[2].starts_with("worker-a") && lines[2].contains(&fence_a.to_string()), "{table}");
+    // Of a 60 s lease: a busy machine may take seconds to start the command.
+    let expires_in: f64 = lines[2].rsplit(' ').next().unwrap().trim_end_matches('s').parse().unwrap();
+    assert!((30.0..=60.0).contains(&expires_in), "{table}");
     assert!(lines[3].starts_with("worker-b") && lines[3].contains(&fence_b.to_string()), "{table}");
 
     let output = leader(&server.url(), &["state", "thumbnails", "--json"]);
@@ -70,7 +68,7 @@ async fn state_prints_holders_fences_and_expiry_as_a_table_or_json() {
     assert_eq!(json["max_leaders"], 3);
     assert_eq!(json["slots"][0]["holder"], "worker-a");
     assert_eq!(json["slots"][1]["fence"], fence_b);
-    assert!(json["slots"][0]["expires_in_ms"].as_u64().unwrap() > 59_000);
+    assert!(json["slots"][0]["expires_in_ms"].as_u64().unwrap() > 30_000);
 
     let output = leader(&server.url(), &["state", "nobody"]);
     assert_eq!(stdout(&output), "group nobody (key leader:nobody): no live slots\n");

@@ -2,9 +2,11 @@
 //! store. `conformance_suite!(#[test attribute] make)` expands to one test per rule; `make`
 //! is a future giving the store and whatever must live as long as it (a server, say).
 //!
-//! Durations are short and real enough for a real server, and exact under paused time. A
-//! store whose clock is coarse (etcd's whole-second TTLs, whose expired keys go within half a
-//! second) runs the suite with a longer lease and a tick of slack after each expiry:
+//! A slot that must stay live while a rule looks at it is granted for a minute; a slot whose
+//! expiry a rule waits for lives the suite's lease (a second), so a real server on a busy
+//! machine keeps every margin, and paused time makes it exact. A store whose clock is
+//! coarse (etcd's whole-second TTLs, whose expired keys go within half a second) runs the
+//! suite with a longer lease and a tick of slack after each expiry:
 //! `conformance_suite!(#[test attribute] make, lease = …, tick = …)`.
 
 use std::sync::OnceLock;
@@ -26,7 +28,7 @@ use tokio::time::{sleep, timeout};
 /// The suite's lease and its tick: set once per test binary (by the macro), read by every rule.
 static TIMING: OnceLock<(Duration, Duration)> = OnceLock::new();
 
-/// Runs the suite with `lease` and `tick` instead of 400 ms and none; every test of one
+/// Runs the suite with `lease` and `tick` instead of one second and none; every test of one
 /// binary must ask the same.
 #[allow(dead_code)] // each test file uses part of it
 pub fn set_timing(lease: Duration, tick: Duration) {
@@ -34,15 +36,21 @@ pub fn set_timing(lease: Duration, tick: Duration) {
     assert_eq!(set, (lease, tick), "one timing per test binary");
 }
 
-/// The lease every rule grants with.
+/// The default lease and tick.
+const DEFAULT_TIMING: (Duration, Duration) = (Duration::from_secs(1), Duration::ZERO);
+
+/// The lease of a slot whose expiry a rule waits for.
 fn lease() -> Duration {
-    TIMING.get_or_init(|| (Duration::from_millis(400), Duration::ZERO)).0
+    TIMING.get_or_init(|| DEFAULT_TIMING).0
 }
 
 /// How long after its expiry a slot may still be seen: the store's clock's coarseness.
 fn tick() -> Duration {
-    TIMING.get_or_init(|| (Duration::from_millis(400), Duration::ZERO)).1
+    TIMING.get_or_init(|| DEFAULT_TIMING).1
 }
+
+/// The lease of a slot that must stay live while a rule looks at it.
+const LIVE: Duration = Duration::from_secs(60);
 
 /// Long enough for a slot granted now to have expired.
 fn past_expiry(of: Duration) -> Duration {
@@ -125,13 +133,28 @@ fn token() -> LeaseToken {
     LeaseToken::generate().expect("OS random numbers")
 }
 
+/// A request for a slot that lives the suite's lease (a rule waits for its expiry).
 fn request<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'a> {
+    request_for(key, max_leaders, token, lease())
+}
+
+/// A request for a slot that stays live while the rule looks at it.
+fn live<'a>(key: &'a str, max_leaders: u32, token: LeaseToken) -> AcquireRequest<'a> {
+    request_for(key, max_leaders, token, LIVE)
+}
+
+fn request_for<'a>(
+    key: &'a str,
+    max_leaders: u32,
+    token: LeaseToken,
+    lease_time: Duration,
+) -> AcquireRequest<'a> {
     AcquireRequest::new(
         key,
         std::num::NonZeroU32::new(max_leaders).expect("at least one slot"),
         token,
         "conformance",
-        lease(),
+        lease_time,
     )
 }
 
@@ -147,12 +170,12 @@ pub async fn grants_up_to_max_leaders_then_reports_full<S: LeaseStore + Clone + 
     key: &str,
 ) {
     for _ in 0..3 {
-        granted(store, request(key, 3, token())).await;
+        granted(store, live(key, 3, token())).await;
     }
-    match store.acquire(request(key, 3, token())).await.unwrap() {
+    match store.acquire(live(key, 3, token())).await.unwrap() {
         AcquireOutcome::Full { nearest_expiry } => {
             assert!(
-                nearest_expiry > Duration::ZERO && nearest_expiry <= lease(),
+                nearest_expiry > Duration::ZERO && nearest_expiry <= LIVE,
                 "{nearest_expiry:?}"
             );
         }
@@ -166,17 +189,17 @@ pub async fn acquire_is_idempotent_for_the_same_token<S: LeaseStore + Clone + 's
     key: &str,
 ) {
     let retried = token();
-    let first = granted(store, request(key, 2, retried)).await;
-    let second = granted(store, request(key, 2, retried)).await;
+    let first = granted(store, live(key, 2, retried)).await;
+    let second = granted(store, live(key, 2, retried)).await;
     assert_eq!((first.fence, first.acquired_at), (second.fence, second.acquired_at));
     assert_eq!(
         store.state(key).await.unwrap().leaders.len(),
         1,
         "a retry must not take a second slot"
     );
-    granted(store, request(key, 2, token())).await;
+    granted(store, live(key, 2, token())).await;
     // The group is now full, but the holder's retry still gets its own grant back.
-    assert_eq!(granted(store, request(key, 2, retried)).await.fence, first.fence);
+    assert_eq!(granted(store, live(key, 2, retried)).await.fence, first.fence);
 }
 
 pub async fn fences_strictly_increase<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
@@ -199,39 +222,41 @@ pub async fn max_leaders_mismatch_names_both_values<S: LeaseStore + Clone + 'sta
     key: &str,
 ) {
     let held = token();
-    granted(store, request(key, 3, held)).await;
-    let err = store.acquire(request(key, 5, token())).await.unwrap_err();
+    granted(store, live(key, 3, held)).await;
+    let err = store.acquire(live(key, 5, token())).await.unwrap_err();
     assert!(matches!(err, Error::MaxLeadersMismatch { requested: 5, existing: 3, .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("max_leaders 5") && message.contains("max_leaders 3"), "{message}");
     // A smaller size, for which the group is already full: still the mismatch, not "full".
-    let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+    let err = store.acquire(live(key, 1, token())).await.unwrap_err();
     assert!(matches!(err, Error::MaxLeadersMismatch { requested: 1, existing: 3, .. }), "{err:?}");
     // Once the old slots are gone the group takes the new size.
     store.release(key, held, Duration::ZERO).await.unwrap();
-    granted(store, request(key, 5, token())).await;
+    granted(store, live(key, 5, token())).await;
     assert_eq!(store.state(key).await.unwrap().max_leaders, Some(5));
 }
 
 pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
-    granted(store, request(key, 1, held)).await;
-    assert_eq!(store.renew(key, token(), lease()).await.unwrap(), RenewOutcome::NotHeld);
-    sleep(lease() / 2).await;
-    let longer = lease() * 3;
+    // Long enough that the renewal comes well within it on a busy machine.
+    let base = lease().max(Duration::from_secs(2));
+    granted(store, request_for(key, 1, held, base)).await;
+    assert_eq!(store.renew(key, token(), base).await.unwrap(), RenewOutcome::NotHeld);
+    sleep(base / 4).await;
+    let longer = base * 3;
     match store.renew(key, held, longer).await.unwrap() {
         RenewOutcome::Renewed { expires_in, .. } => {
-            assert!(expires_in > lease() && expires_in <= longer, "{expires_in:?}")
+            assert!(expires_in > base && expires_in <= longer, "{expires_in:?}")
         }
         other => panic!("the holder's renewal got {other:?}"),
     }
-    sleep(lease() * 2).await; // past the original lease, within the renewed one
+    sleep(base + base / 2).await; // past the original lease, well within the renewed one
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
 }
 
 pub async fn release_is_token_checked<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
-    granted(store, request(key, 1, held)).await;
+    granted(store, live(key, 1, held)).await;
     assert_eq!(store.release(key, token(), Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "a stranger released the slot");
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
@@ -257,8 +282,9 @@ pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'stati
     key: &str,
 ) {
     let held = token();
-    granted(store, request(key, 1, held)).await;
-    let min_lease = lease() / 2;
+    granted(store, live(key, 1, held)).await;
+    // Long enough that the release and the next attempt come well within it.
+    let min_lease = lease().max(Duration::from_secs(2)) / 2;
     match store.release(key, held, min_lease).await.unwrap() {
         ReleaseOutcome::Kept { expires_in } => assert!(expires_in <= min_lease, "{expires_in:?}"),
         other => panic!("release within the minimum lease got {other:?}"),
@@ -273,19 +299,21 @@ pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'stati
 }
 
 pub async fn expiry_frees_a_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
-    granted(store, request(key, 1, token())).await;
+    // Long enough that the refusal comes well within it.
+    let expiring = lease().max(Duration::from_secs(2));
+    granted(store, request_for(key, 1, token(), expiring)).await;
     assert!(matches!(
         store.acquire(request(key, 1, token())).await.unwrap(),
         AcquireOutcome::Full { .. }
     ));
-    sleep(past_expiry(lease())).await;
+    sleep(past_expiry(expiring)).await;
     granted(store, request(key, 1, token())).await;
 }
 
 pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let (first, second) = (token(), token());
-    granted(store, request(key, 2, first)).await;
-    granted(store, request(key, 2, second)).await;
+    granted(store, live(key, 2, first)).await;
+    granted(store, live(key, 2, second)).await;
     let mut watches = Vec::new();
     for _ in 0..3 {
         watches.push(store.watch_releases(key).await.unwrap());
@@ -298,9 +326,9 @@ pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, 
         timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a release");
     }
     // A release kept for the minimum lease shortens the slot, which also wakes waiters.
-    granted(store, request(key, 2, token())).await;
+    granted(store, live(key, 2, token())).await;
     refused(store, key, 2).await;
-    store.release(key, second, lease()).await.unwrap();
+    store.release(key, second, lease() * 2).await.unwrap();
     timeout(Duration::from_secs(5), watches[0].woken()).await.expect("woken by a kept release");
 }
 
@@ -309,7 +337,7 @@ pub async fn shortening_renewal_wakes_watchers<S: LeaseStore + Clone + 'static>(
     key: &str,
 ) {
     let held = token();
-    granted(store, request(key, 1, held)).await;
+    granted(store, live(key, 1, held)).await;
     let mut watch = store.watch_releases(key).await.unwrap();
     refused(store, key, 1).await;
     // The refused candidate waits for the nearest expiry it was told; a renewal with a
@@ -321,7 +349,7 @@ pub async fn shortening_renewal_wakes_watchers<S: LeaseStore + Clone + 'static>(
 
 /// An attempt on group `key` (of `max_leaders`) by a new candidate, which must be refused.
 async fn refused(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
-    let outcome = store.acquire(request(key, max_leaders, token())).await.unwrap();
+    let outcome = store.acquire(live(key, max_leaders, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "not refused: {outcome:?}");
 }
 
@@ -329,7 +357,7 @@ pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S
     let empty = store.state(key).await.unwrap();
     assert_eq!((empty.max_leaders, empty.leaders.len()), (None, 0));
     for holder in ["a", "b"] {
-        let mut request = request(key, 2, token());
+        let mut request = live(key, 2, token());
         request.holder = holder;
         granted(store, request).await;
     }
@@ -342,7 +370,7 @@ pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S
         state
             .leaders
             .iter()
-            .all(|slot| slot.expires_in <= lease() && slot.expires_in > Duration::ZERO)
+            .all(|slot| slot.expires_in <= LIVE && slot.expires_in > Duration::ZERO)
     );
 }
 
@@ -354,9 +382,9 @@ pub async fn grants_releases_and_shortening_renewals_wake_change_watches<
 ) {
     let mut watch = store.watch_changes(key).await.unwrap();
     let (held, other) = (token(), token());
-    granted(store, request(key, 2, held)).await;
+    granted(store, live(key, 2, held)).await;
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a grant");
-    granted(store, request(key, 2, other)).await;
+    granted(store, live(key, 2, other)).await;
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a second grant");
     store.release(key, other, Duration::ZERO).await.unwrap();
     timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a release");
@@ -388,7 +416,7 @@ pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone
     let before = observer.current();
     assert!(before.is_empty() && before.max_leaders == 2, "an unknown group is empty: {before:?}");
     let (first, second) = (token(), token());
-    let mut grant = request(key, 2, first);
+    let mut grant = live(key, 2, first);
     grant.holder = "10.0.0.1:80";
     let fence = granted(store, grant).await.fence;
     let state = next_change(&mut observer).await;
@@ -396,8 +424,8 @@ pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone
     assert_eq!(holders(&observer.current()), [("10.0.0.1:80", fence)]);
     // A grant taken with a long lease and renewed shorter: the observer sees it expire at
     // the shorter time, long before the lease it was granted with.
-    let mut long = request(key, 2, second);
-    (long.holder, long.lease_time) = ("10.0.0.2:80", Duration::from_secs(60));
+    let mut long = live(key, 2, second);
+    long.holder = "10.0.0.2:80";
     let later = granted(store, long).await.fence;
     let state = next_change(&mut observer).await;
     assert_eq!(holders(&state), [("10.0.0.1:80", fence), ("10.0.0.2:80", later)]);
@@ -474,7 +502,7 @@ pub async fn an_observer_of_an_idle_group_reads_nothing<S: LeaseStore + Clone + 
     sleep(Duration::from_millis(500)).await;
     assert_eq!(counting.reads.load(SeqCst), 1, "an idle group is never read again");
     // One change: one read, whatever the number of observers.
-    granted(store, request(key, 2, token())).await;
+    granted(store, live(key, 2, token())).await;
     for observer in &mut observers {
         assert_eq!(next_change(observer).await.active_count, 1);
     }

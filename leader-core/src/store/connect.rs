@@ -176,7 +176,8 @@ impl StoreBuilder {
             });
         match needs {
             Some(feature) => Err(self.invalid(format!(
-                "{}:// URLs need the `{feature}` feature of leader",
+                "{}:// URLs need the `{feature}` feature of leader: build with `--features \
+                 {feature}`, or `features = [\"{feature}\"]` in Cargo.toml",
                 scheme.unwrap_or_default()
             ))),
             None => Ok(kind),
