@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Leadership::start("scheduler", store, config.scheduler)?;
     println!("{}", scheduler.describe());
     let channel = LeaderChannel::<String>::new("outbox", &scheduler, config.outbox_channel)?;
-    scheduler.wait_for_leadership().await;
+    scheduler.wait_for_leadership().await?;
     channel.writer().send("hello".to_owned()).await;
     println!("outbox relayed {:?}", channel.reader().recv().await);
     scheduler.stop().await;

@@ -35,10 +35,14 @@ use tokio::time::{interval, sleep};
 /// the check, not the token, is what keeps a job from running under a term that is over.
 async fn scheduler(leadership: Leadership) {
     loop {
-        let term = leadership.wait_for_leadership().await;
-        if term.is_cancelled() {
-            return; // stopped
-        }
+        let term = match leadership.wait_for_leadership().await {
+            Ok(term) if !term.is_cancelled() => term,
+            Ok(_) => return, // stopped
+            Err(error) => {
+                eprintln!("scheduler: cannot stand for election: {error}");
+                return;
+            }
+        };
         println!("scheduler: leading (term {}, fence {:?})", leadership.term(), leadership.fence());
         let mut ticks = interval(Duration::from_secs(1));
         loop {

@@ -16,7 +16,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 async fn leader_and_follower(store: &MemoryStore) -> (Leadership, Leadership) {
     let leader = Leadership::start("inventory", store.clone(), LeadershipOptions::new()).unwrap();
-    leader.wait_for_leadership().await;
+    leader.wait_for_leadership().await.expect("no refusal");
     let follower = Leadership::start("inventory", store.clone(), LeadershipOptions::new()).unwrap();
     sleep(SECOND).await;
     assert!(leader.is_leader() && !follower.is_leader());
@@ -77,7 +77,7 @@ async fn a_writer_waiting_for_space_is_woken_when_leadership_ends() {
     assert_eq!(delivery, Delivery::Dropped(DropReason::Follower));
     // Without drain_on_loss the buffered item stays readable.
     assert_eq!(channel.reader().try_recv(), Some(1));
-    follower.wait_for_leadership().await;
+    follower.wait_for_leadership().await.expect("no refusal");
 }
 
 #[tokio::test(start_paused = true)]

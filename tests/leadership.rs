@@ -67,17 +67,17 @@ async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
 async fn stop_hands_over_without_waiting_for_expiry() {
     let store = MemoryStore::new();
     let a = start("outbox", store.clone(), options());
-    let term = a.wait_for_leadership().await;
+    let term = a.wait_for_leadership().await.expect("no refusal");
     let b = start("outbox", store.clone(), options());
     sleep(SECOND).await;
     assert!(!b.is_leader());
     let stopped_at = Instant::now();
     a.stop().await;
     assert!(term.is_cancelled() && !a.is_leader() && a.status().stopped);
-    timeout(SECOND, b.wait_for_leadership()).await.expect("b leads at once");
+    timeout(SECOND, b.wait_for_leadership()).await.expect("b leads at once").expect("no refusal");
     assert!(stopped_at.elapsed() < 10 * Duration::from_millis(1), "{:?}", stopped_at.elapsed());
     // A stopped leadership never waits for leadership again.
-    assert!(a.wait_for_leadership().await.is_cancelled());
+    assert!(a.wait_for_leadership().await.expect("no refusal").is_cancelled());
 }
 
 #[tokio::test(start_paused = true)]
@@ -85,13 +85,13 @@ async fn a_crashed_leader_is_replaced_within_the_lease() {
     let shared = MemoryStore::new();
     let crashing = FaultyStore::over(shared.clone());
     let a = start("reports", crashing.clone(), options());
-    let a_term = a.wait_for_leadership().await;
+    let a_term = a.wait_for_leadership().await.expect("no refusal");
     let b = start("reports", shared.clone(), options());
     sleep(SECOND).await;
     // Cut a off from the store: it renews no more and releases nothing.
     crashing.cut_off(true);
     let cut_at = Instant::now();
-    timeout(20 * SECOND, b.wait_for_leadership()).await.expect("b takes over");
+    timeout(20 * SECOND, b.wait_for_leadership()).await.expect("b takes over").expect("no refusal");
     let took_over = cut_at.elapsed();
     // The slot lives at most one lease (15 s) past a's last renewal, which came before the cut;
     // b notices the expiry at once (its timer is set to the nearest expiry).
@@ -104,7 +104,7 @@ async fn a_crashed_leader_is_replaced_within_the_lease() {
 async fn resign_lets_another_instance_lead_first() {
     let store = MemoryStore::new();
     let a = start("janitor", store.clone(), options());
-    a.wait_for_leadership().await;
+    a.wait_for_leadership().await.expect("no refusal");
     let b = start("janitor", store.clone(), options());
     let c = start("janitor", store.clone(), options());
     sleep(SECOND).await;
@@ -127,7 +127,7 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
         store.clone(),
         options().lease_time(12 * SECOND).renew_interval(4 * SECOND),
     );
-    let token = leadership.wait_for_leadership().await;
+    let token = leadership.wait_for_leadership().await.expect("no refusal");
     let elected_at = Instant::now();
     store.fail_renewals(2);
     sleep(20 * SECOND).await;
@@ -146,7 +146,7 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
 async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
     let store = MemoryStore::new();
     let leadership = start("fenced", store.clone(), options());
-    let token = leadership.wait_for_leadership().await;
+    let token = leadership.wait_for_leadership().await.expect("no refusal");
     let lease = leadership.lease().unwrap();
     // An operator frees the slot; the next renewal (within 5 s) is refused.
     store.release(lease.key(), lease.token(), Duration::ZERO).await.unwrap();
@@ -156,7 +156,7 @@ async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
     assert_eq!(lease.loss_reason(), Some(leader::LossReason::Refused));
     // The slot is free, so it is elected again, in a new term with a higher fence.
     let old_fence = lease.fence();
-    leadership.wait_for_leadership().await;
+    leadership.wait_for_leadership().await.expect("no refusal");
     assert_eq!(leadership.term(), 2);
     assert!(leadership.fence().unwrap() > old_fence);
 }
@@ -174,7 +174,8 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
     store.cut_off(false);
     timeout(10 * SECOND, leadership.wait_for_leadership())
         .await
-        .expect("leads once the store is back");
+        .expect("leads once the store is back")
+        .expect("no refusal");
     assert_eq!(logs.lines_with("store outage over").len(), 1);
 }
 
@@ -186,13 +187,16 @@ async fn after_an_outage_the_role_leads_again_soon_after_the_store_answers() {
     let store = FaultyStore::new();
     let options = LeadershipOptions::new().lease_time(SECOND).retry_interval(5 * SECOND);
     let leadership = start("quick", store.clone(), options);
-    leadership.wait_for_leadership().await;
+    leadership.wait_for_leadership().await.expect("no refusal");
     store.cut_off(true);
     sleep(Duration::from_millis(1_500)).await;
     assert!(!leadership.is_leader(), "the term ended with its lease");
     store.cut_off(false);
     let answered = Instant::now();
-    timeout(30 * SECOND, leadership.wait_for_leadership()).await.expect("leads again");
+    timeout(30 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("leads again")
+        .expect("no refusal");
     let after = answered.elapsed();
     assert!(after < SECOND, "led again {after:?} after the store answered");
     assert_eq!(leadership.term(), 2);
@@ -204,7 +208,10 @@ async fn a_panic_in_the_loop_is_logged_and_survived() {
     let store = FaultyStore::new();
     store.panic_on_acquires(1);
     let leadership = start("sturdy", store.clone(), options());
-    timeout(10 * SECOND, leadership.wait_for_leadership()).await.expect("leads after the fault");
+    timeout(10 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("leads after the fault")
+        .expect("no refusal");
     assert_eq!(logs.lines_with("leadership loop faulted").len(), 1);
     assert!(!logs.lines_with("injected panic in acquire").is_empty());
 }
@@ -236,12 +243,12 @@ async fn subscribers_see_every_change_with_term_and_fence() {
     let store = MemoryStore::new();
     let leadership = start("watched", store, options());
     let mut changes = leadership.subscribe();
-    let elected = *changes.wait_for(|s| s.is_leader).await.unwrap();
+    let elected = changes.wait_for(|s| s.is_leader).await.unwrap().clone();
     assert_eq!((elected.term, elected.fence, elected.coordinated), (1, Some(1), true));
     leadership.resign().await;
-    let stepped_down = *changes.wait_for(|s| !s.is_leader).await.unwrap();
+    let stepped_down = changes.wait_for(|s| !s.is_leader).await.unwrap().clone();
     assert_eq!((stepped_down.term, stepped_down.fence), (1, None));
-    let again = *changes.wait_for(|s| s.is_leader).await.unwrap();
+    let again = changes.wait_for(|s| s.is_leader).await.unwrap().clone();
     assert_eq!((again.term, again.fence), (2, Some(2)));
 }
 
@@ -284,7 +291,10 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     store.lose_acquire_replies(1);
     let started = Instant::now();
     let leadership = start("lost-reply", store.clone(), options());
-    timeout(5 * SECOND, leadership.wait_for_leadership()).await.expect("elected by the retry");
+    timeout(5 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("elected by the retry")
+        .expect("no refusal");
     assert!(started.elapsed() <= SECOND + Duration::from_millis(250), "{:?}", started.elapsed());
     assert_eq!(store.acquires(), 2, "the lost grant and the retry that found it");
     let state = store.state("leader:lost-reply").await.unwrap();
@@ -302,7 +312,8 @@ async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
         .renew_interval(Duration::from_millis(100))
         .retry_interval(Duration::from_millis(100));
     let leadership = start("paused", MemoryStore::new(), options);
-    let token = timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    let token =
+        timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let lease = leadership.lease().expect("leading");
     assert!(leadership.is_leader() && !lease.is_lost());
 
@@ -379,7 +390,7 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
         .renew_interval(SECOND)
         .retry_interval(Duration::from_millis(50));
     let leadership = start("probed", store.clone(), options);
-    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     sleep(Duration::from_millis(1_500)).await;
     assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
     // The next renewal wedges the loop's thread for more than a lease: the loop still
@@ -401,7 +412,7 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
         leader::LeadershipHealth::Wedged { since_confirmed, lease_time } => {
             Some((*leading, *since_confirmed > *lease_time))
         }
-        leader::LeadershipHealth::Healthy => None,
+        _ => None,
     });
     assert_eq!(wedged, Some((false, true)), "never reported wedged past the lease");
     // Once the thread is free, the loop finds the lease gone and steps down or is elected
@@ -418,7 +429,7 @@ async fn standbys_do_not_poll_while_the_leader_renews() {
     let options =
         options().lease_time(15 * SECOND).renew_interval(5 * SECOND).retry_interval(SECOND);
     let leader = start("quiet", leader_store, options.clone());
-    leader.wait_for_leadership().await;
+    leader.wait_for_leadership().await.expect("no refusal");
     let standby = start("quiet", standby_store.clone(), options);
     sleep(SECOND).await;
     let before = standby_store.acquires();
@@ -428,4 +439,51 @@ async fn standbys_do_not_poll_while_the_leader_renews() {
     // so each time), never every 1 s retry interval.
     assert!(attempts <= 7, "{attempts} attempts in 60 s");
     assert!(!standby.is_leader());
+}
+
+/// A refusal only a change of configuration helps (here a group held under another
+/// `max_leaders`) reaches the application: the status and the health carry it,
+/// `wait_for_leadership` ends with it, and a registry's checked start fails on it. Once
+/// the store takes the candidacy again, it is cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_only_configuration_helps_reaches_the_application() {
+    let store = MemoryStore::new();
+    let held = leader::LeaseToken::generate().unwrap();
+    let three = std::num::NonZeroU32::new(3).unwrap();
+    let request =
+        leader::store::AcquireRequest::new("leader:sized", three, held, "old", 60 * SECOND);
+    assert!(matches!(
+        store.acquire(request).await.unwrap(),
+        leader::store::AcquireOutcome::Granted(_)
+    ));
+    let leadership = start("sized", store.clone(), options());
+    let refused = timeout(5 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("ends with the refusal")
+        .expect_err("a group of another size");
+    assert!(
+        matches!(refused, leader::Error::MaxLeadersMismatch { requested: 1, existing: 3, .. }),
+        "{refused:?}"
+    );
+    let status = leadership.status();
+    assert!(!status.is_leader && status.failure.is_some(), "{status:?}");
+    assert!(matches!(leadership.health(), leader::LeadershipHealth::Failing { .. }));
+
+    let mut registry = leader::LeadershipRegistry::new(store.clone());
+    registry.add_role("sized").unwrap();
+    let err = registry.start_and_check().await.expect_err("the store refused the role");
+    assert!(matches!(err, leader::Error::MaxLeadersMismatch { .. }), "{err:?}");
+
+    // The old holder goes: the next attempt is taken, and the failure cleared.
+    store.release("leader:sized", held, Duration::ZERO).await.unwrap();
+    eventually(10 * SECOND, "the failure is cleared", || async {
+        leadership.status().failure.is_none()
+    })
+    .await;
+    timeout(10 * SECOND, leadership.wait_for_leadership())
+        .await
+        .expect("leads once the old slots are gone")
+        .expect("no refusal any more");
+    assert!(leadership.status().failure.is_none() && leadership.health().is_healthy());
+    leadership.stop().await;
 }

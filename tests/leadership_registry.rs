@@ -22,7 +22,7 @@ async fn roles_start_together_are_found_by_name_and_stop_releasing_their_slots()
     for role in ["scheduler", "outbox", "workers"] {
         let leadership = roles.get(role).expect("looked up by name");
         assert_eq!(leadership.role(), role);
-        leadership.wait_for_leadership().await;
+        leadership.wait_for_leadership().await.expect("no refusal");
     }
     assert!(roles.get("unknown").is_none());
     assert_eq!(roles.iter().count(), 3);

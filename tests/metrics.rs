@@ -129,12 +129,12 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     // Long-lived leadership: elected, resigned, elected again; the gauge follows.
     let leadership =
         Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).unwrap();
-    leadership.wait_for_leadership().await;
+    leadership.wait_for_leadership().await.expect("no refusal");
     let role = &[("role", "scheduler")];
     assert_eq!(metrics.gauge("leader_is_leader", role), 1.0);
     leadership.resign().await;
     assert_eq!(metrics.gauge("leader_is_leader", role), 0.0);
-    leadership.wait_for_leadership().await;
+    leadership.wait_for_leadership().await.expect("no refusal");
     let scheduler = ("group", "leader:scheduler");
     assert_eq!(
         metrics.counter("leader_transitions_total", &[scheduler, ("transition", "elected")]),

@@ -246,14 +246,17 @@ async fn leadership_hands_over_at_once_on_stop() {
     let store = PostgresStore::connect(&server.url()).await.unwrap();
     let options = leader::LeadershipOptions::new().lease_time(30 * SECOND);
     let first = leader::Leadership::start("scheduler", store.clone(), options.clone()).unwrap();
-    first.wait_for_leadership().await;
+    first.wait_for_leadership().await.expect("no refusal");
     let second = leader::Leadership::start("scheduler", store.clone(), options).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(first.is_leader() && !second.is_leader(), "one leader");
     let fence = first.fence().unwrap();
     let stopped = tokio::time::Instant::now();
     first.stop().await;
-    tokio::time::timeout(5 * SECOND, second.wait_for_leadership()).await.expect("hand-over");
+    tokio::time::timeout(5 * SECOND, second.wait_for_leadership())
+        .await
+        .expect("hand-over")
+        .expect("no refusal");
     assert!(stopped.elapsed() < 5 * SECOND, "woken by NOTIFY, not the 30 s lease");
     assert!(second.fence().unwrap() > fence);
     second.stop().await;
@@ -601,7 +604,8 @@ async fn candidates_elect_on_a_new_database_through_a_store_built_without_io() {
         .expect("valid options");
     tokio::time::timeout(20 * SECOND, leadership.wait_for_leadership())
         .await
-        .expect("a Leadership leads on a new database");
+        .expect("a Leadership leads on a new database")
+        .expect("no refusal");
     leadership.stop().await;
 }
 

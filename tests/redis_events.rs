@@ -54,7 +54,10 @@ async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_
     granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
     server.cli(&["CONFIG", "RESETSTAT"]);
     // Leases of several seconds: each renewal comes well within the one before.
-    assert!(matches!(store.renew(key, held, 8 * SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert!(matches!(
+        store.renew(key, held, 8 * SECOND).await.unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
     assert_eq!(published(), 0, "nobody was refused: a shorter lease wakes nobody");
     let refused = store.acquire(request(key, 1, token())).await.unwrap();
     assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
@@ -63,7 +66,10 @@ async fn releases_and_shortening_renewals_publish_while_a_refused_candidate_may_
         RenewOutcome::Renewed { .. }
     ));
     assert_eq!(published(), 1, "the refused candidate waits for the old expiry: woken");
-    assert!(matches!(store.renew(key, held, 8 * SECOND).await.unwrap(), RenewOutcome::Renewed { .. }));
+    assert!(matches!(
+        store.renew(key, held, 8 * SECOND).await.unwrap(),
+        RenewOutcome::Renewed { .. }
+    ));
     assert_eq!(published(), 1, "a longer lease frees nothing sooner");
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(published(), 2, "the release wakes the candidate");

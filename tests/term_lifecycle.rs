@@ -36,7 +36,7 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
     let shared = MemoryStore::new();
     let a_store = FaultyStore::over(shared.clone());
     let a = start("stalled", a_store.clone(), short().holder_id("a"));
-    timeout(5 * SECOND, a.wait_for_leadership()).await.expect("a leads");
+    timeout(5 * SECOND, a.wait_for_leadership()).await.expect("a leads").expect("no refusal");
     let b = start("stalled", shared.clone(), short().holder_id("b"));
     let mut a_status = a.subscribe();
 
@@ -77,7 +77,7 @@ async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
     let store = FaultyStore::new();
     let options = LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND);
     let leadership = start("expiring", store.clone(), options);
-    let first = leadership.wait_for_leadership().await;
+    let first = leadership.wait_for_leadership().await.expect("no refusal");
     let first_lease = leadership.lease().unwrap();
     // The renewal at 5 s extends the slot to 20 s at the store; its reply comes at 16 s,
     // after the local deadline (15 s).
@@ -85,7 +85,7 @@ async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
     first.cancelled().await;
     let lost_at = Instant::now();
     assert_eq!(first_lease.loss_reason(), Some(LossReason::Expired));
-    timeout(10 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    timeout(10 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     assert!(
         lost_at.elapsed() < SECOND,
         "elected again {:?} after the loss (before the fix: when the old slot expired, 5 s)",
@@ -102,10 +102,10 @@ async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
     let options =
         LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND).max_leaders(2);
     let leadership = start("pool", store.clone(), options);
-    let first = leadership.wait_for_leadership().await;
+    let first = leadership.wait_for_leadership().await.expect("no refusal");
     store.delay_renewal_reply(11 * SECOND);
     first.cancelled().await;
-    timeout(10 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    timeout(10 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let state = store.state("leader:pool").await.unwrap();
     assert_eq!(state.leaders.len(), 1, "one instance, one slot: {state:?}");
     assert_eq!(Some(state.leaders[0].fence), leadership.fence());
@@ -121,7 +121,7 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
     let began = Instant::now();
     let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
     let leadership = start("slow-grant", store.clone(), options);
-    let term = leadership.wait_for_leadership().await;
+    let term = leadership.wait_for_leadership().await.expect("no refusal");
     sleep(11 * SECOND).await;
     assert!(!term.is_cancelled(), "the term lapsed without a renewal (before the fix)");
     let offsets: Vec<Duration> = store.renewal_times().iter().map(|t| *t - began).collect();
@@ -138,7 +138,7 @@ async fn renewals_keep_the_cadence_from_each_send() {
     let began = Instant::now();
     let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
     let leadership = start("cadence", store.clone(), options);
-    leadership.wait_for_leadership().await;
+    leadership.wait_for_leadership().await.expect("no refusal");
     sleep(2 * SECOND).await;
     store.delay_renewal_reply(3 * SECOND); // a slow reply does not shift the schedule
     sleep(15 * SECOND).await;
@@ -183,7 +183,7 @@ async fn wait_for_leadership_never_returns_an_expired_term() {
     store.delay_acquire_reply(16 * SECOND); // lease 15 s
     let leadership = start("late", store.clone(), LeadershipOptions::new());
     let mut changes = leadership.subscribe();
-    let term = leadership.wait_for_leadership().await;
+    let term = leadership.wait_for_leadership().await.expect("no refusal");
     assert!(!term.is_cancelled());
     assert!(leadership.is_leader(), "handed a term already over (before the fix)");
     assert!(leadership.lease().unwrap().remaining() > 14 * SECOND);
@@ -197,7 +197,8 @@ async fn wait_for_leadership_never_returns_an_expired_term() {
 async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
     let leadership =
         start("gated", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
-    let term = timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    let term =
+        timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let fence = leadership.fence().expect("leading");
     let lease = leadership.lease().unwrap();
     assert_eq!(lease.live_fence(), Some(fence));
@@ -217,7 +218,7 @@ async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     let leadership =
         start("channel", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
     let channel = LeaderChannel::new("events", &leadership, LeaderChannelOptions::new()).unwrap();
-    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     assert_eq!(channel.writer().send(1).await, Delivery::Queued);
 
     std::thread::sleep(400 * MS);
@@ -234,7 +235,7 @@ async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
 async fn debug_formatting_a_lease_decides_no_loss() {
     let leadership =
         start("debug", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
-    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap();
+    timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let lease = leadership.lease().unwrap();
     std::thread::sleep(400 * MS);
     let shown = format!("{lease:?}");

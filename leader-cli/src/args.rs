@@ -102,17 +102,9 @@ impl Cli {
                 .map_err(|error| format!("cannot read --ca-file {}: {error}", path.display()))?;
             builder = builder.tls_root_certificates(pem);
         }
-        let store = builder.build()?;
-        // A cheap read that proves the server answers (and that the URL's credentials work).
-        match store.state("leader:cli-connection-check").await {
-            Ok(_) => Ok(store),
-            Err(error) => Err(format!(
-                "cannot reach {}: {}",
-                leader::store::redact_url(&self.url),
-                crate::chain(&error)
-            )
-            .into()),
-        }
+        // A read that proves the server answers and the URL's credentials work; its error
+        // names the store, where it is and the cause.
+        Ok(builder.connect().await?)
     }
 
     /// The store key of `group`.

@@ -1,5 +1,5 @@
-//! `leader`: show, watch and free the slots of leader groups kept in Redis, Valkey or
-//! PostgreSQL.
+//! `leader`: show, watch and free the slots of leader groups kept in Redis, Valkey,
+//! PostgreSQL or etcd.
 #![forbid(unsafe_code)]
 
 mod args;
@@ -33,12 +33,16 @@ async fn main() -> ExitCode {
     }
 }
 
-/// An error with its causes: `outer: inner: …`.
+/// An error with its causes, each once: `outer: inner: …` (a cause whose text the line holds
+/// already is left out).
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(&format!(": {cause_text}"));
+        }
         source = cause.source();
     }
     text

@@ -58,7 +58,8 @@ async fn state_prints_holders_fences_and_expiry_as_a_table_or_json() {
     );
     assert!(lines[2].starts_with("worker-a") && lines[2].contains(&fence_a.to_string()), "{table}");
     // Of a 60 s lease: a busy machine may take seconds to start the command.
-    let expires_in: f64 = lines[2].rsplit(' ').next().unwrap().trim_end_matches('s').parse().unwrap();
+    let expires_in: f64 =
+        lines[2].rsplit(' ').next().unwrap().trim_end_matches('s').parse().unwrap();
     assert!((30.0..=60.0).contains(&expires_in), "{table}");
     assert!(lines[3].starts_with("worker-b") && lines[3].contains(&fence_b.to_string()), "{table}");
 
@@ -128,12 +129,30 @@ async fn release_frees_a_slot_only_with_its_token() {
 
 #[tokio::test]
 async fn errors_are_clear_and_exit_with_2() {
-    let unreachable = format!("redis://app:hunter2@127.0.0.1:{}", free_port());
-    let output = leader(&unreachable, &["state", "x", "--command-timeout", "2s"]);
-    assert_eq!(output.status.code(), Some(2));
-    let message = stderr(&output);
-    assert!(message.starts_with("error: cannot reach redis://app:***@127.0.0.1:"), "{message}");
-    assert!(!message.contains("hunter2"), "{message}");
+    // An unreachable server, on every store: one line naming the store, where it is (no
+    // password), the operation asked for and the root cause, once.
+    let port = free_port();
+    for (url, shown) in [
+        (
+            format!("redis://app:hunter2@127.0.0.1:{port}"),
+            format!("redis://app:***@127.0.0.1:{port}"),
+        ),
+        (
+            format!("postgres://app:hunter2@127.0.0.1:{port}/app"),
+            format!("app@127.0.0.1:{port}/app"),
+        ),
+        (format!("etcd://127.0.0.1:{port}"), format!("http://127.0.0.1:{port}")),
+    ] {
+        let output = leader(&url, &["state", "x", "--command-timeout", "2s"]);
+        assert_eq!(output.status.code(), Some(2));
+        let message = stderr(&output);
+        let kind = url.split_once("://").unwrap().0;
+        let expected = format!(
+            "error: {kind} store at {shown} unavailable during connect: Connection refused (os error 111)\n"
+        );
+        assert_eq!(message, expected, "{url}");
+        assert!(!message.contains("hunter2"), "{message}");
+    }
 
     let output = leader("http://localhost", &["state", "x"]);
     assert_eq!(output.status.code(), Some(2));

@@ -56,22 +56,31 @@ pub enum Error {
     },
 
     /// The store could not be reached or dropped the connection; retrying may succeed.
-    #[error("{store} store unavailable during {operation}")]
+    ///
+    /// The message names the store, its endpoint (any password hidden), the operation and
+    /// the client's root cause, once; [`client_error`](Error::client_error) gives the
+    /// client library's error itself.
+    #[error("{store} store{} unavailable during {operation}: {}", at(.endpoint), root_cause(.cause.as_ref()))]
     Unavailable {
         /// The store's kind, such as `memory` or `redis`.
         store: &'static str,
-        /// The operation that failed: `acquire`, `renew`, `release`, `state` or `watch`.
+        /// Where the store is (a URL, hosts and ports; never a password), or empty where
+        /// it is not known.
+        endpoint: String,
+        /// The operation that failed: `connect`, `acquire`, `renew`, `release`, `state`,
+        /// `watch`, `list` or `migrate`.
         operation: &'static str,
         /// The client library's error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
 
     /// The store did not answer in time; retrying may succeed.
-    #[error("{store} store did not answer {operation} within {after:?}")]
+    #[error("{store} store{} did not answer {operation} within {after:?}", at(.endpoint))]
     Timeout {
         /// The store's kind.
         store: &'static str,
+        /// Where the store is, as for [`Error::Unavailable`].
+        endpoint: String,
         /// The operation that timed out.
         operation: &'static str,
         /// How long the caller waited.
@@ -89,11 +98,15 @@ pub enum Error {
         found: String,
     },
 
-    /// The store answered with an error it should never give (a script error, a protocol error).
-    #[error("{store} store failed during {operation}: {message}")]
+    /// The store refused the call for a reason only a change of configuration or input
+    /// helps (credentials, a permission, a table of another shape), or answered with an
+    /// error it should never give (a script error, a protocol error).
+    #[error("{store} store{} failed during {operation}: {message}", at(.endpoint))]
     Store {
         /// The store's kind.
         store: &'static str,
+        /// Where the store is, as for [`Error::Unavailable`].
+        endpoint: String,
         /// The operation that failed.
         operation: &'static str,
         /// The store's own message.
@@ -175,7 +188,13 @@ impl Error {
     /// use std::time::Duration;
     /// use leader_core::Error;
     ///
-    /// let timeout = Error::Timeout { store: "redis", operation: "acquire", after: Duration::from_secs(1) };
+    /// let timeout = Error::Timeout {
+    ///     store: "redis",
+    ///     endpoint: "redis://cache:6379".into(),
+    ///     operation: "acquire",
+    ///     after: Duration::from_secs(1),
+    /// };
+    /// assert_eq!(timeout.to_string(), "redis store at redis://cache:6379 did not answer acquire within 1s");
     /// assert!(timeout.is_transient());
     /// let mismatch = Error::MaxLeadersMismatch { group: "g".into(), requested: 3, existing: 5 };
     /// assert!(!mismatch.is_transient());
@@ -202,6 +221,40 @@ impl Error {
         )
     }
 
+    /// The client library's own error behind an [`Error::Unavailable`] (a `redis::RedisError`,
+    /// a `tokio_postgres::Error`, an `etcd_client::Error`), for code that needs more than the
+    /// message; `None` for every other error.
+    pub fn client_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            Error::Unavailable { cause, .. } => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// This error, located at `endpoint` if it names a store but no endpoint yet.
+    pub(crate) fn at(mut self, located: &str) -> Self {
+        if let Error::Unavailable { endpoint, .. }
+        | Error::Timeout { endpoint, .. }
+        | Error::Store { endpoint, .. } = &mut self
+            && endpoint.is_empty()
+        {
+            located.clone_into(endpoint);
+        }
+        self
+    }
+
+    /// This error, as of `operation` (the one the caller asked for, which made the failed
+    /// call: `connect` for its check of the server).
+    pub(crate) fn during(mut self, asked: &'static str) -> Self {
+        if let Error::Unavailable { operation, .. }
+        | Error::Timeout { operation, .. }
+        | Error::Store { operation, .. } = &mut self
+        {
+            *operation = asked;
+        }
+        self
+    }
+
     pub(crate) fn invalid_option(
         option: &'static str,
         value: impl std::fmt::Debug,
@@ -211,14 +264,39 @@ impl Error {
     }
 }
 
+/// ` at {endpoint}`, or nothing for an unknown endpoint.
+fn at(endpoint: &str) -> String {
+    match endpoint {
+        "" => String::new(),
+        endpoint => format!(" at {endpoint}"),
+    }
+}
+
+/// The innermost cause of `error`: what went wrong in the end ("Connection refused (os
+/// error 111)"), without the layers of client libraries around it, each of which often
+/// repeats it.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut innermost = error;
+    while let Some(cause) = innermost.source() {
+        innermost = cause;
+    }
+    innermost.to_string()
+}
+
 /// The cause of an error that many receivers share: displays as that error's own cause, and
 /// continues its chain.
 #[derive(Debug)]
 struct SharedCause(std::sync::Arc<Error>);
 
+impl SharedCause {
+    fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.0.client_error()
+    }
+}
+
 impl std::fmt::Display for SharedCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match std::error::Error::source(&*self.0) {
+        match self.cause() {
             Some(cause) => std::fmt::Display::fmt(cause, f),
             None => f.write_str("no cause"),
         }
@@ -227,7 +305,7 @@ impl std::fmt::Display for SharedCause {
 
 impl std::error::Error for SharedCause {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&*self.0)?.source()
+        self.cause()?.source()
     }
 }
 
@@ -250,13 +328,18 @@ impl Error {
                 requested: *requested,
                 existing: *existing,
             },
-            Unavailable { store, operation, .. } => {
-                Unavailable { store, operation, source: Box::new(SharedCause(shared.clone())) }
+            Unavailable { store, endpoint, operation, .. } => Unavailable {
+                store,
+                endpoint: endpoint.clone(),
+                operation,
+                cause: Box::new(SharedCause(shared.clone())),
+            },
+            Timeout { store, endpoint, operation, after } => {
+                Timeout { store, endpoint: endpoint.clone(), operation, after: *after }
             }
-            Timeout { store, operation, after } => Timeout { store, operation, after: *after },
             WrongType { key, found } => WrongType { key: key.clone(), found: found.clone() },
-            Store { store, operation, message } => {
-                Store { store, operation, message: message.clone() }
+            Store { store, endpoint, operation, message } => {
+                Store { store, endpoint: endpoint.clone(), operation, message: message.clone() }
             }
             NotReplicated { acknowledged, required, timeout } => NotReplicated {
                 acknowledged: *acknowledged,
@@ -297,13 +380,37 @@ mod duplicate_tests {
     fn a_duplicate_reads_as_the_original_with_its_whole_chain() {
         let inner = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let outer = std::io::Error::other(inner);
-        let original =
-            Error::Unavailable { store: "redis", operation: "state", source: Box::new(outer) };
+        let original = Error::Unavailable {
+            store: "redis",
+            endpoint: "redis://cache:6379".into(),
+            operation: "state",
+            cause: Box::new(outer),
+        };
         let expected = chain(&original);
+        let client = chain(original.client_error().unwrap());
         let shared = Arc::new(original);
         let copy = Error::duplicate(&shared);
         assert_eq!(chain(&copy), expected);
+        assert_eq!(chain(copy.client_error().unwrap()), client);
         assert!(copy.is_transient());
         assert!(matches!(copy, Error::Unavailable { store: "redis", operation: "state", .. }));
+    }
+
+    #[test]
+    fn a_store_error_names_the_store_its_endpoint_the_operation_and_the_root_cause_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let wrapped = std::io::Error::other(std::io::Error::other(refused));
+        let error = Error::Unavailable {
+            store: "redis",
+            endpoint: String::new(),
+            operation: "state",
+            cause: Box::new(wrapped),
+        }
+        .at("redis://cache:6379")
+        .during("connect");
+        assert_eq!(
+            chain(&error),
+            "redis store at redis://cache:6379 unavailable during connect: refused"
+        );
     }
 }

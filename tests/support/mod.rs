@@ -187,7 +187,12 @@ fn take_one(counter: &AtomicUsize) -> bool {
 
 fn unavailable(operation: &'static str) -> Error {
     let source = io::Error::new(io::ErrorKind::ConnectionReset, "injected fault");
-    Error::Unavailable { store: "faulty", operation, source: Box::new(source) }
+    Error::Unavailable {
+        store: "faulty",
+        endpoint: String::new(),
+        operation,
+        cause: Box::new(source),
+    }
 }
 
 #[async_trait]

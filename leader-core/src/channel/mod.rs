@@ -111,7 +111,7 @@ impl LeaderChannelOptions {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
 /// let leadership = Leadership::start("inventory", MemoryStore::new(), LeadershipOptions::new())?;
 /// let changes = LeaderChannel::new("inventory-changes", &leadership, LeaderChannelOptions::new())?;
-/// leadership.wait_for_leadership().await;
+/// leadership.wait_for_leadership().await?;
 /// assert_eq!(changes.writer().send("sku-1 -1").await, Delivery::Queued);
 /// assert_eq!(changes.reader().recv().await, Some("sku-1 -1"));
 /// # Ok(()) }

@@ -39,8 +39,12 @@ use crate::{Error, Lease, LeaseStore, telemetry};
 ///   crashed process hands over when its lease expires. Dropping every clone of the handle
 ///   stops it too.
 /// - An unreachable store makes nobody leader here; it is logged once per outage and retried
-///   after 50 ms, doubling up to `retry_interval` (with jitter). A panic in the loop (say,
-///   in a store) is logged, backed off one retry interval and survived.
+///   after 50 ms, doubling up to `retry_interval` (with jitter). A refusal only a change of
+///   configuration helps (an option the store cannot keep, credentials, a permission) is
+///   retried too, and reported where the application looks: the status's
+///   [`failure`](LeadershipStatus::failure), [`health`](Self::health), and
+///   [`wait_for_leadership`](Self::wait_for_leadership), which ends with it. A panic in the
+///   loop (say, in a store) is logged, backed off one retry interval and survived.
 ///
 /// ```
 /// use std::time::Duration;
@@ -48,7 +52,7 @@ use crate::{Error, Lease, LeaseStore, telemetry};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
 /// let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new())?;
-/// let term = leadership.wait_for_leadership().await; // cancelled when this term ends
+/// let term = leadership.wait_for_leadership().await?; // cancelled when this term ends
 /// assert!(leadership.is_leader() && !term.is_cancelled());
 /// leadership.stop().await; // hands over at once
 /// assert!(term.is_cancelled());
@@ -69,6 +73,9 @@ struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     shutdown: CancellationToken,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Set once the store answered the first candidacy attempt (a grant, a refusal or a
+    /// failure), for [`LeadershipRegistry::start_and_check`].
+    answered: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -143,6 +150,7 @@ impl Leadership {
             commands,
             shutdown: shutdown.clone(),
             task: tokio::sync::Mutex::new(None),
+            answered: watch::Sender::new(false),
         });
         let task = tokio::spawn(run::run(shared.clone(), received));
         if let Ok(mut slot) = shared.task.try_lock() {
@@ -207,7 +215,7 @@ impl Leadership {
 
     /// The current status.
     pub fn status(&self) -> LeadershipStatus {
-        *self.shared.status.borrow()
+        self.shared.status.borrow().clone()
     }
 
     /// A token cancelled when the current term ends; already cancelled when not leading.
@@ -227,17 +235,35 @@ impl Leadership {
 
     /// Waits until this instance leads, and returns the term's token (see
     /// [`leadership_token`](Self::leadership_token)). Once the leadership is stopped it
-    /// returns an already-cancelled token instead of waiting forever.
-    pub async fn wait_for_leadership(&self) -> CancellationToken {
+    /// returns an already-cancelled token instead of waiting forever. Ends with the
+    /// store's error when the store refuses this instance's candidacy for a reason only a
+    /// change of configuration helps (see [`LeadershipStatus::failure`]); an unreachable
+    /// store is waited out.
+    pub async fn wait_for_leadership(&self) -> Result<CancellationToken, Error> {
         let mut changes = self.shared.status.subscribe();
         loop {
-            let status = *changes.borrow_and_update();
+            let status = changes.borrow_and_update().clone();
             if let Some(lease) = self.lease() {
-                return lease.loss_token();
+                return Ok(lease.loss_token());
+            }
+            if let Some(failure) = &status.failure {
+                return Err(Error::duplicate(failure));
             }
             if status.stopped || changes.changed().await.is_err() {
-                return cancelled();
+                return Ok(cancelled());
             }
+        }
+    }
+
+    /// Waits until the store answered this instance's first candidacy attempt (a grant, a
+    /// refusal, an unreachable store) and returns its failure if the store refused it for
+    /// a reason only a change of configuration helps.
+    pub(crate) async fn first_answer(&self) -> Result<(), Error> {
+        let mut answered = self.shared.answered.subscribe();
+        let _ = answered.wait_for(|answered| *answered).await;
+        match &self.shared.status.borrow().failure {
+            Some(failure) => Err(Error::duplicate(failure)),
+            None => Ok(()),
         }
     }
 
@@ -268,14 +294,19 @@ impl Leadership {
     }
 
     /// Healthy unless the background loop still holds a term whose last successful renewal
-    /// is older than the lease: a wedged loop, which neither renews nor steps down. Touches
-    /// nothing.
+    /// is older than the lease (a wedged loop, which neither renews nor steps down), or the
+    /// store refuses this instance's candidacy for a reason only a change of configuration
+    /// helps (see [`LeadershipStatus::failure`]). Touches nothing.
     pub fn health(&self) -> LeadershipHealth {
         let lease_time = self.shared.settings.lease_time;
         // The loop's own hold, not `is_leader()`'s deadline check: a loop that works steps
         // down as soon as a term ends, however the end was decided; a wedged one does not.
         // Uncoordinated leadership renews nothing, so it cannot be wedged.
-        let coordinated = self.status().coordinated;
+        let status = self.status();
+        if let Some(error) = status.failure {
+            return LeadershipHealth::Failing { error };
+        }
+        let coordinated = status.coordinated;
         match self.shared.held_lease().filter(|_| coordinated) {
             Some(current) if current.since_confirmed() > lease_time => {
                 LeadershipHealth::Wedged { since_confirmed: current.since_confirmed(), lease_time }

@@ -22,7 +22,7 @@ use crate::{Error, LeaseStore, check_name};
 /// assert!(registry.add_role("scheduler").is_err());
 ///
 /// let roles = registry.start()?;
-/// roles.get("scheduler").unwrap().wait_for_leadership().await;
+/// roles.get("scheduler").unwrap().wait_for_leadership().await?;
 /// roles.stop().await; // every role releases its slot
 /// # Ok(()) }
 /// ```
@@ -102,6 +102,39 @@ impl LeadershipRegistry {
             .map(|settings| Leadership::start_validated(settings, self.store.clone()))
             .collect();
         Ok(Roles { leaderships })
+    }
+}
+
+impl LeadershipRegistry {
+    /// [`start`](Self::start), then waits until the store answered every role's first
+    /// candidacy attempt (a grant, a refusal, or an unreachable store, which the roles wait
+    /// out), and fails with the first refusal only a change of configuration helps (an
+    /// option the store cannot keep, credentials, a permission; see
+    /// [`LeadershipStatus::failure`](crate::LeadershipStatus::failure)), after stopping
+    /// every role again.
+    ///
+    /// ```
+    /// use leader_core::{LeadershipOptions, LeadershipRegistry, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// let mut registry = LeadershipRegistry::new(MemoryStore::new());
+    /// registry.add_role("scheduler")?.add_role("outbox")?;
+    /// let roles = registry.start_and_check().await?;
+    /// roles.stop().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_and_check(self) -> Result<Roles, Error> {
+        let roles = self.start()?;
+        let answers = roles.leaderships.iter().map(Leadership::first_answer);
+        let refused =
+            futures_util::future::join_all(answers).await.into_iter().find_map(Result::err);
+        match refused {
+            Some(error) => {
+                roles.stop().await;
+                Err(error)
+            }
+            None => Ok(roles),
+        }
     }
 }
 

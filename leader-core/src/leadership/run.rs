@@ -169,7 +169,7 @@ async fn stand(
     // One token for the whole candidacy: a retry after a lost reply gets the same grant.
     let token = match LeaseToken::generate() {
         Ok(token) => token,
-        Err(error) => return Err(failed(shared, state, &error)),
+        Err(error) => return Err(failed(shared, state, error)),
     };
     let key: Arc<str> = Arc::from(settings.key.as_str());
     // Gives back, if the candidacy ends first, a slot an unanswered attempt may have won.
@@ -212,7 +212,7 @@ impl candidate::Policy for Standing<'_> {
     }
 
     async fn failed(&mut self, error: Error) -> Result<(), Next> {
-        let next = failed(self.shared, self.state, &error);
+        let next = failed(self.shared, self.state, error);
         retry_or(pause_then(self.shared, self.commands, next).await)
     }
 
@@ -250,19 +250,23 @@ fn retry_or(next: Next) -> Result<(), Next> {
     }
 }
 
-/// Logs a failed store call (an outage once, another error once until it changes) and
-/// says to retry after the retry delay.
-fn failed(shared: &Shared, state: &mut LoopState, error: &Error) -> Next {
+/// Logs a failed store call (an outage once, another error once until it changes), reports
+/// a refusal only a change of configuration helps in the status (so health and
+/// `wait_for_leadership` carry it), and says to retry after the retry delay.
+fn failed(shared: &Shared, state: &mut LoopState, error: Error) -> Next {
     let role = &shared.settings.role;
     if error.is_transient() {
-        state.outage.failed(role, "election", error);
+        state.outage.failed(role, "election", &error);
     } else {
         let message = error.to_string();
         if state.last_error.as_ref() != Some(&message) {
             tracing::error!(role = %role, %error, "cannot stand for election; retrying");
             state.last_error = Some(message);
+            let failure = Arc::new(error);
+            shared.status.send_modify(|status| status.failure = Some(failure));
         }
     }
+    shared.answered.send_replace(true);
     Next::StandAfter(shared.settings.failure_delay(state.backoff.next_pause()))
 }
 
@@ -270,6 +274,8 @@ fn succeeded(shared: &Shared, state: &mut LoopState) {
     state.outage.succeeded(&shared.settings.role);
     state.last_error = None;
     state.backoff.reset();
+    shared.status.send_if_modified(|status| status.failure.take().is_some());
+    shared.answered.send_replace(true);
 }
 
 /// Waits out `next`'s pause here, so a retry does not return to the caller first.
@@ -321,7 +327,12 @@ async fn release(shared: &Shared, token: LeaseToken, bound: Option<Duration>) {
     let release = telemetry::release(&*shared.store, &shared.settings.key, token, Duration::ZERO);
     let result = match bound {
         Some(bound) => tokio::time::timeout(bound, release).await.unwrap_or_else(|_| {
-            Err(Error::Timeout { store: shared.store.kind(), operation: "release", after: bound })
+            Err(Error::Timeout {
+                store: shared.store.kind(),
+                endpoint: String::new(),
+                operation: "release",
+                after: bound,
+            })
         }),
         None => release.await,
     };
@@ -337,6 +348,7 @@ async fn uncoordinated(
     state: &mut LoopState,
 ) {
     let settings = &shared.settings;
+    shared.answered.send_replace(true); // no store to ask
     let leads = settings.when_uncoordinated == WhenUncoordinated::Lead;
     tracing::warn!(
         role = %settings.role,

@@ -1,13 +1,15 @@
 //! What a [`Leadership`](crate::Leadership) reports: its status, and its composition.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::options::WhenUncoordinated;
+use crate::Error;
 
 /// A leadership's state, as [`Leadership::subscribe`](crate::Leadership::subscribe) reports
 /// every change of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LeadershipStatus {
     /// Whether the background loop holds one of the role's slots. Before acting, prefer
     /// [`Leadership::is_leader`](crate::Leadership::is_leader), which also checks the
@@ -21,11 +23,34 @@ pub struct LeadershipStatus {
     pub coordinated: bool,
     /// Whether the leadership was stopped; it will not lead again.
     pub stopped: bool,
+    /// Why this instance cannot stand for election, while the store refuses it for a
+    /// reason only a change of configuration helps: an option the store cannot keep (an
+    /// etcd `lease_time` below the cluster's minimum TTL), credentials, a missing
+    /// permission, a group of another `max_leaders`, a key holding other data. The loop
+    /// keeps trying; the next answer that is not such a refusal clears it. A store that is
+    /// only unreachable is not a failure here (it is logged once per outage).
+    pub failure: Option<Arc<Error>>,
 }
+
+/// Equal when every field is, the failure by identity (the same report of the same error).
+impl PartialEq for LeadershipStatus {
+    fn eq(&self, other: &Self) -> bool {
+        let same_failure = match (&self.failure, &other.failure) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        (self.is_leader, self.term, self.fence, self.coordinated, self.stopped)
+            == (other.is_leader, other.term, other.fence, other.coordinated, other.stopped)
+            && same_failure
+    }
+}
+
+impl Eq for LeadershipStatus {}
 
 /// Whether a leadership is healthy, for liveness probes (in the manner of client-go's
 /// `HealthzAdaptor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum LeadershipHealth {
     /// Not leading, or leading with a renewal younger than the lease.
     Healthy,
@@ -37,6 +62,12 @@ pub enum LeadershipHealth {
         /// The lease time it exceeded.
         lease_time: Duration,
     },
+    /// Cannot stand for election: the store refuses it for a reason only a change of
+    /// configuration helps (see [`LeadershipStatus::failure`]).
+    Failing {
+        /// The store's refusal.
+        error: Arc<Error>,
+    },
 }
 
 impl LeadershipHealth {
@@ -45,6 +76,24 @@ impl LeadershipHealth {
         matches!(self, LeadershipHealth::Healthy)
     }
 }
+
+/// Equal when of the same kind with the same values, a failure by identity.
+impl PartialEq for LeadershipHealth {
+    fn eq(&self, other: &Self) -> bool {
+        use LeadershipHealth::*;
+        match (self, other) {
+            (Healthy, Healthy) => true,
+            (
+                Wedged { since_confirmed: a, lease_time: b },
+                Wedged { since_confirmed: c, lease_time: d },
+            ) => (a, b) == (c, d),
+            (Failing { error: a }, Failing { error: b }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for LeadershipHealth {}
 
 /// The composition of a leadership, for logs and health endpoints; made without touching
 /// the store.

@@ -38,6 +38,7 @@ impl Decode {
     pub(crate) fn unexpected(self, what: impl std::fmt::Display) -> Error {
         Error::Store {
             store: self.store,
+            endpoint: String::new(),
             operation: self.operation,
             message: format!(
                 "unexpected reply: {what}; is another version of leader's scripts or functions \

@@ -31,7 +31,12 @@ impl Bound {
 
     /// The error of an operation that outlived its deadline.
     pub(crate) fn timed_out(&self) -> Error {
-        Error::Timeout { store: self.store, operation: self.operation, after: self.limit }
+        Error::Timeout {
+            store: self.store,
+            endpoint: String::new(),
+            operation: self.operation,
+            after: self.limit,
+        }
     }
 
     /// The time left until the deadline.

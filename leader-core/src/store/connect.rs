@@ -144,7 +144,7 @@ impl StoreBuilder {
         // A read of a group nobody uses: one round trip that proves the server answers and
         // the URL's credentials work. Reads run no DDL, so an operator's role without
         // CREATE (or a read-only database) connects too.
-        store.state("leader:connection-check").await?;
+        store.state("leader:connection-check").await.map_err(|e| e.during("connect"))?;
         Ok(store)
     }
 

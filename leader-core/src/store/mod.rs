@@ -58,6 +58,15 @@ pub use watch::{GroupSignal, GroupWatch};
 
 use crate::{Error, LeaseToken};
 
+/// `call`'s result, a store error in it located at `endpoint` (each store's trait methods
+/// run through here, so every error names where the store is).
+pub(crate) async fn located<T>(
+    endpoint: &str,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    call.await.map_err(|error| error.at(endpoint))
+}
+
 /// How long one store operation may take before it fails with [`Error::Timeout`], for every
 /// store with a server (Redis, PostgreSQL), unless its builder's `command_timeout` says
 /// otherwise.

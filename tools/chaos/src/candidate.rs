@@ -172,7 +172,14 @@ fn read_commands() -> mpsc::UnboundedReceiver<String> {
 /// lease shows it right then: a term handed over already over shows no time left.
 async fn report_terms(leadership: Leadership) {
     loop {
-        let term = leadership.wait_for_leadership().await;
+        let term = match leadership.wait_for_leadership().await {
+            Ok(term) => term,
+            Err(error) => {
+                // A refusal only a change of configuration helps: the lab's own mistake.
+                eprintln!("candidate: cannot stand for election: {error}");
+                return;
+            }
+        };
         if term.is_cancelled() && leadership.status().stopped {
             return;
         }

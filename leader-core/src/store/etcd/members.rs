@@ -150,28 +150,34 @@ impl Members {
     fn unavailable(&self, operation: &'static str, error: etcd_client::Error) -> Error {
         Error::Unavailable {
             store: "etcd",
+            endpoint: String::new(),
             operation,
-            source: Box::new(Unreachable { endpoints: self.endpoints.join(","), error }),
+            cause: Box::new(Cause(error)),
         }
     }
 }
 
-/// The cause of an [`Error::Unavailable`]: which members were tried, and the client's error.
+/// The cause of an [`Error::Unavailable`]: the client's error, whose chain goes on through a
+/// gRPC status to what the status came from (a refused connection, say), which etcd-client's
+/// own error leaves out.
 #[derive(Debug)]
-struct Unreachable {
-    endpoints: String,
-    error: etcd_client::Error,
-}
+struct Cause(etcd_client::Error);
 
-impl std::fmt::Display for Unreachable {
+impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no etcd member of {} answered", self.endpoints)
+        match &self.0 {
+            etcd_client::Error::GRpcStatus(status) => f.write_str(status.message()),
+            other => std::fmt::Display::fmt(other, f),
+        }
     }
 }
 
-impl std::error::Error for Unreachable {
+impl std::error::Error for Cause {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        match &self.0 {
+            etcd_client::Error::GRpcStatus(status) => std::error::Error::source(status),
+            other => std::error::Error::source(other),
+        }
     }
 }
 
@@ -192,7 +198,7 @@ fn permanent(operation: &'static str, error: &etcd_client::Error) -> Error {
         },
         other => other.to_string(),
     };
-    Error::Store { store: "etcd", operation, message }
+    Error::Store { store: "etcd", endpoint: String::new(), operation, message }
 }
 
 /// What a failure of the client means, by its gRPC code and etcd's message.

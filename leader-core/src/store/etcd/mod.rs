@@ -126,6 +126,8 @@ struct Inner {
     hints: Arc<Hints>,
     /// Endpoints and prefix, for `Debug` (never the password).
     description: String,
+    /// The members' endpoints, for errors.
+    endpoint: String,
 }
 
 impl EtcdStore {
@@ -138,6 +140,7 @@ impl EtcdStore {
     ) -> Self {
         EtcdStore {
             inner: Arc::new(Inner {
+                endpoint: endpoints.join(","),
                 members: Arc::new(Members::new(endpoints, options, command_timeout)),
                 prefix,
                 feeds: Feeds::default(),
@@ -157,7 +160,7 @@ impl EtcdStore {
 
     /// One read of a group nobody uses: proves a member answers and the credentials work.
     async fn check(&self) -> Result<(), Error> {
-        self.state("leader:connection-check").await.map(drop)
+        self.state("leader:connection-check").await.map(drop).map_err(|e| e.during("connect"))
     }
 
     fn bound(&self, operation: &'static str) -> Bound {
@@ -235,9 +238,12 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        let keys = self.keys(request.key)?;
-        let ttl = self.ttl_for(request.lease_time)?;
-        self.take_slot(request, &keys, ttl).await
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(request.key)?;
+            let ttl = self.ttl_for(request.lease_time)?;
+            self.take_slot(request, &keys, ttl).await
+        })
+        .await
     }
 
     async fn renew(
@@ -246,9 +252,12 @@ impl LeaseStore for EtcdStore {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let keys = self.keys(key)?;
-        let ttl = self.ttl_for(lease_time)?;
-        self.renew_slot(&keys, token, ttl, lease_time).await
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            let ttl = self.ttl_for(lease_time)?;
+            self.renew_slot(&keys, token, ttl, lease_time).await
+        })
+        .await
     }
 
     async fn release(
@@ -257,91 +266,106 @@ impl LeaseStore for EtcdStore {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
-        let keys = self.keys(key)?;
-        self.release_slot(&keys, token, min_lease_time).await
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            self.release_slot(&keys, token, min_lease_time).await
+        })
+        .await
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        let keys = self.keys(key)?;
-        let bound = self.bound("state");
-        let group = self.read(&bound, &keys).await?;
-        let lives = group.slots.iter().map(|slot| {
-            let (members, lease) = (&self.inner.members, slot.lease);
-            let bound = &bound;
-            async move {
-                members
-                    .call(bound, |client| async move {
-                        client.lease_client().time_to_live(lease, None).await
-                    })
-                    .await
-            }
-        });
-        let lives = futures_util::future::join_all(lives).await;
-        let mut snapshot = GroupSnapshot::default();
-        for (slot, life) in group.slots.iter().zip(lives) {
-            let life = life?;
-            if life.ttl() < 0 {
-                continue; // expired between the two reads
-            }
-            // etcd truncates the time left to whole seconds: up to one more is left.
-            let left = (life.ttl() + 1).min(life.granted_ttl().max(1));
-            snapshot.leaders.push(SlotInfo {
-                holder: slot.holder.clone(),
-                fence: slot.fence,
-                acquired_at: slot.acquired_at,
-                expires_in: secs(left),
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            let bound = self.bound("state");
+            let group = self.read(&bound, &keys).await?;
+            let lives = group.slots.iter().map(|slot| {
+                let (members, lease) = (&self.inner.members, slot.lease);
+                let bound = &bound;
+                async move {
+                    members
+                        .call(bound, |client| async move {
+                            client.lease_client().time_to_live(lease, None).await
+                        })
+                        .await
+                }
             });
-        }
-        if !snapshot.leaders.is_empty() {
-            snapshot.max_leaders = group.max;
-        }
-        Ok(snapshot)
+            let lives = futures_util::future::join_all(lives).await;
+            let mut snapshot = GroupSnapshot::default();
+            for (slot, life) in group.slots.iter().zip(lives) {
+                let life = life?;
+                if life.ttl() < 0 {
+                    continue; // expired between the two reads
+                }
+                // etcd truncates the time left to whole seconds: up to one more is left.
+                let left = (life.ttl() + 1).min(life.granted_ttl().max(1));
+                snapshot.leaders.push(SlotInfo {
+                    holder: slot.holder.clone(),
+                    fence: slot.fence,
+                    acquired_at: slot.acquired_at,
+                    expires_in: secs(left),
+                });
+            }
+            if !snapshot.leaders.is_empty() {
+                snapshot.max_leaders = group.max;
+            }
+            Ok(snapshot)
+        })
+        .await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        let keys = self.keys(key)?;
-        let bound = self.bound("watch");
-        self.inner
-            .feeds
-            .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Releases)
-            .await
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            let bound = self.bound("watch");
+            self.inner
+                .feeds
+                .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Releases)
+                .await
+        })
+        .await
     }
 
     async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        let keys = self.keys(key)?;
-        let bound = self.bound("watch");
-        self.inner
-            .feeds
-            .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Changes)
-            .await
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            let bound = self.bound("watch");
+            self.inner
+                .feeds
+                .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Changes)
+                .await
+        })
+        .await
     }
 
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
-        let bound = self.bound("list");
-        let start = format!("{}{prefix}", self.inner.prefix);
-        let reply = self
-            .inner
-            .members
-            .call(&bound, |client| {
-                let start = start.clone();
-                async move {
-                    let options = GetOptions::new().with_prefix().with_keys_only();
-                    client.kv_client().get(start, Some(options)).await
-                }
-            })
-            .await?;
-        let mut groups: Vec<String> = reply
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let key = std::str::from_utf8(kv.key()).ok()?;
-                let (group, part) = key.strip_prefix(&self.inner.prefix)?.split_once(' ')?;
-                (part == "max" && group.ends_with(suffix)).then(|| group.to_owned())
-            })
-            .collect();
-        groups.sort();
-        groups.dedup();
-        Ok(groups)
+        crate::store::located(&self.inner.endpoint, async {
+            let bound = self.bound("list");
+            let start = format!("{}{prefix}", self.inner.prefix);
+            let reply = self
+                .inner
+                .members
+                .call(&bound, |client| {
+                    let start = start.clone();
+                    async move {
+                        let options = GetOptions::new().with_prefix().with_keys_only();
+                        client.kv_client().get(start, Some(options)).await
+                    }
+                })
+                .await?;
+            let mut groups: Vec<String> = reply
+                .kvs()
+                .iter()
+                .filter_map(|kv| {
+                    let key = std::str::from_utf8(kv.key()).ok()?;
+                    let (group, part) = key.strip_prefix(&self.inner.prefix)?.split_once(' ')?;
+                    (part == "max" && group.ends_with(suffix)).then(|| group.to_owned())
+                })
+                .collect();
+            groups.sort();
+            groups.dedup();
+            Ok(groups)
+        })
+        .await
     }
 }
 

@@ -201,6 +201,8 @@ impl PostgresStoreBuilder {
                 command_timeout,
                 schema_ready: OnceCell::new(),
                 releases,
+                // "postgres host:port/database": what follows the store's kind.
+                endpoint: description.split_once(' ').map_or("", |(_, at)| at).to_owned(),
                 description,
             }),
         })

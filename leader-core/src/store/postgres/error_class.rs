@@ -78,7 +78,7 @@ pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) ->
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
             None => error.to_string(),
         };
-        return Error::Store { store: "postgres", operation, message };
+        return Error::Store { store: "postgres", endpoint: String::new(), operation, message };
     }
     // The server's own message ("cannot execute INSERT in a read-only transaction") as the
     // source, rather than the client's bare "db error".
@@ -86,7 +86,7 @@ pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) ->
         Some(_) => error.into_source().unwrap_or_else(|| "db error".into()),
         None => Box::new(error),
     };
-    Error::Unavailable { store: "postgres", operation, source }
+    Error::Unavailable { store: "postgres", endpoint: String::new(), operation, cause: source }
 }
 
 #[cfg(test)]

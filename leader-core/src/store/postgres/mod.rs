@@ -77,6 +77,8 @@ struct Inner {
     releases: NotifyHub,
     /// Host, port and database, for `Debug` and errors (never the password).
     description: String,
+    /// The same without the store's kind, for errors.
+    endpoint: String,
 }
 
 /// One operation's statement and what it is called in errors.
@@ -227,7 +229,12 @@ fn pool_error(operation: &'static str, error: deadpool_postgres::PoolError) -> E
     if let deadpool_postgres::PoolError::Backend(error) = error {
         return error_class::to_error(operation, error);
     }
-    Error::Unavailable { store: "postgres", operation, source: Box::new(error) }
+    Error::Unavailable {
+        store: "postgres",
+        endpoint: String::new(),
+        operation,
+        cause: Box::new(error),
+    }
 }
 
 /// Microseconds since the Unix epoch, as the functions return times.
@@ -255,56 +262,59 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        let Ok(max) = i32::try_from(request.max_leaders.get()) else {
-            return Err(Error::invalid_option(
-                "max_leaders",
-                request.max_leaders,
-                format!("must be at most {} with PostgresStore", i32::MAX),
-            ));
-        };
-        if let Some(bad) = request.key.chars().find(|c| c.is_whitespace() || c.is_control()) {
-            return Err(Error::InvalidKey {
-                key: request.key.to_owned(),
-                reason: format!(
-                    "must not contain whitespace or control characters (found {bad:?}): \
+        crate::store::located(&self.inner.endpoint, async {
+            let Ok(max) = i32::try_from(request.max_leaders.get()) else {
+                return Err(Error::invalid_option(
+                    "max_leaders",
+                    request.max_leaders,
+                    format!("must be at most {} with PostgresStore", i32::MAX),
+                ));
+            };
+            if let Some(bad) = request.key.chars().find(|c| c.is_whitespace() || c.is_control()) {
+                return Err(Error::InvalidKey {
+                    key: request.key.to_owned(),
+                    reason: format!(
+                        "must not contain whitespace or control characters (found {bad:?}): \
                      PostgresStore notifies with the key as the payload"
-                ),
-            });
-        }
-        if request.key.len() > MAX_KEY_BYTES {
-            return Err(Error::invalid_option(
-                "key",
-                format!(
-                    "{}… ({} bytes)",
-                    request.key.chars().take(32).collect::<String>(),
-                    request.key.len()
-                ),
-                format!(
-                    "must be at most {MAX_KEY_BYTES} bytes with PostgresStore (a slot's index \
+                    ),
+                });
+            }
+            if request.key.len() > MAX_KEY_BYTES {
+                return Err(Error::invalid_option(
+                    "key",
+                    format!(
+                        "{}… ({} bytes)",
+                        request.key.chars().take(32).collect::<String>(),
+                        request.key.len()
+                    ),
+                    format!(
+                        "must be at most {MAX_KEY_BYTES} bytes with PostgresStore (a slot's index \
                      entry and a release's NOTIFY payload hold the key)"
-                ),
-            ));
-        }
-        let sql = &self.inner.names.acquire_sql;
-        let token = request.token.to_string();
-        let lease = millis(request.lease_time);
-        let params: [&(dyn ToSql + Sync); 5] =
-            [&request.key, &token, &request.holder, &lease, &max];
-        let rows = self.query(Call::candidate("acquire", sql), &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
-        // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
-        let fields: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
-        let field = |i: usize| fields.get(i).copied().flatten();
-        let (expires, now) = (field(3), field(4));
-        let answer = Answer {
-            code: field(0).unwrap_or(-1),
-            fence: field(1).map(fence_of),
-            acquired_at: field(2).map(time_of),
-            expires_at: expires.map(time_of),
-            expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
-            existing_max: field(5).map(|max| max.clamp(0, u32::MAX as i64) as u32),
-        };
-        Decode { store: "postgres", operation: "acquire" }.acquire(answer, request)
+                    ),
+                ));
+            }
+            let sql = &self.inner.names.acquire_sql;
+            let token = request.token.to_string();
+            let lease = millis(request.lease_time);
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&request.key, &token, &request.holder, &lease, &max];
+            let rows = self.query(Call::candidate("acquire", sql), &params).await?;
+            let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
+            // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
+            let fields: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
+            let field = |i: usize| fields.get(i).copied().flatten();
+            let (expires, now) = (field(3), field(4));
+            let answer = Answer {
+                code: field(0).unwrap_or(-1),
+                fence: field(1).map(fence_of),
+                acquired_at: field(2).map(time_of),
+                expires_at: expires.map(time_of),
+                expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
+                existing_max: field(5).map(|max| max.clamp(0, u32::MAX as i64) as u32),
+            };
+            Decode { store: "postgres", operation: "acquire" }.acquire(answer, request)
+        })
+        .await
     }
 
     async fn renew(
@@ -313,22 +323,26 @@ impl LeaseStore for PostgresStore {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let sql = &self.inner.names.renew_sql;
-        let (token, lease) = (token.to_string(), millis(lease_time));
-        let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
-        let rows = self.query(Call::candidate("renew", sql), &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
-        let get =
-            |column: &str| row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e));
-        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
-        let (expires, now) = (get("expires_us")?, get("now_us")?);
-        let answer = Answer {
-            code: outcome.into(),
-            expires_at: expires.map(time_of),
-            expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
-            ..Answer::default()
-        };
-        Decode { store: "postgres", operation: "renew" }.renew(answer)
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.renew_sql;
+            let (token, lease) = (token.to_string(), millis(lease_time));
+            let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
+            let rows = self.query(Call::candidate("renew", sql), &params).await?;
+            let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
+            let get = |column: &str| {
+                row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e))
+            };
+            let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
+            let (expires, now) = (get("expires_us")?, get("now_us")?);
+            let answer = Answer {
+                code: outcome.into(),
+                expires_at: expires.map(time_of),
+                expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
+                ..Answer::default()
+            };
+            Decode { store: "postgres", operation: "renew" }.renew(answer)
+        })
+        .await
     }
 
     async fn release(
@@ -337,65 +351,81 @@ impl LeaseStore for PostgresStore {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
-        let sql = &self.inner.names.release_sql;
-        let (token, min_lease) = (token.to_string(), millis(min_lease_time));
-        let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
-        let rows = self.query(Call::candidate("release", sql), &params).await?;
-        let row = rows.first().ok_or_else(|| unexpected("release", "no row"))?;
-        let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
-        let left: Option<i64> = row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
-        let answer = Answer {
-            code: outcome.into(),
-            expires_in: left.map(|left| between(0, left)),
-            ..Answer::default()
-        };
-        Decode { store: "postgres", operation: "release" }.release(answer)
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.release_sql;
+            let (token, min_lease) = (token.to_string(), millis(min_lease_time));
+            let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
+            let rows = self.query(Call::candidate("release", sql), &params).await?;
+            let row = rows.first().ok_or_else(|| unexpected("release", "no row"))?;
+            let outcome: i32 = row.try_get("outcome").map_err(|e| decode("release", e))?;
+            let left: Option<i64> =
+                row.try_get("expires_in_us").map_err(|e| decode("release", e))?;
+            let answer = Answer {
+                code: outcome.into(),
+                expires_in: left.map(|left| between(0, left)),
+                ..Answer::default()
+            };
+            Decode { store: "postgres", operation: "release" }.release(answer)
+        })
+        .await
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        let sql = &self.inner.names.state_sql;
-        let params: [&(dyn ToSql + Sync); 1] = [&key];
-        let rows = self.query(Call::read("state", sql), &params).await?;
-        let mut snapshot = GroupSnapshot::default();
-        for row in &rows {
-            let get = |column: &str| -> Result<i64, Error> {
-                row.try_get::<_, i64>(column).map_err(|e| decode("state", e))
-            };
-            let max: i32 = row.try_get("max_leaders").map_err(|e| decode("state", e))?;
-            let holder: String = row.try_get("holder").map_err(|e| decode("state", e))?;
-            snapshot.max_leaders = Some(max.max(0) as u32);
-            snapshot.leaders.push(SlotInfo {
-                holder,
-                fence: fence_of(get("fence")?),
-                acquired_at: time_of(get("acquired_us")?),
-                expires_in: between(get("now_us")?, get("expires_us")?),
-            });
-        }
-        Ok(snapshot)
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.state_sql;
+            let params: [&(dyn ToSql + Sync); 1] = [&key];
+            let rows = self.query(Call::read("state", sql), &params).await?;
+            let mut snapshot = GroupSnapshot::default();
+            for row in &rows {
+                let get = |column: &str| -> Result<i64, Error> {
+                    row.try_get::<_, i64>(column).map_err(|e| decode("state", e))
+                };
+                let max: i32 = row.try_get("max_leaders").map_err(|e| decode("state", e))?;
+                let holder: String = row.try_get("holder").map_err(|e| decode("state", e))?;
+                snapshot.max_leaders = Some(max.max(0) as u32);
+                snapshot.leaders.push(SlotInfo {
+                    holder,
+                    fence: fence_of(get("fence")?),
+                    acquired_at: time_of(get("acquired_us")?),
+                    expires_in: between(get("now_us")?, get("expires_us")?),
+                });
+            }
+            Ok(snapshot)
+        })
+        .await
     }
 
     /// Every group that ever had a slot keeps its row (its `max_leaders` and last fence),
     /// so idle groups are listed too.
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
-        self.select_groups(prefix, suffix).await
+        crate::store::located(&self.inner.endpoint, async {
+            self.select_groups(prefix, suffix).await
+        })
+        .await
     }
 
     /// A candidate's watch: it makes the schema first if it is missing, as the acquire that
     /// follows would.
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        if self.inner.schema_ready.get().is_none() {
-            self.schema_ready().await?;
-        }
-        let watched = self.bound("watch").run(self.inner.releases.watch(key)).await?;
-        watched.map_err(|error| error_class::to_error("watch", error))
+        crate::store::located(&self.inner.endpoint, async {
+            if self.inner.schema_ready.get().is_none() {
+                self.schema_ready().await?;
+            }
+            let watched = self.bound("watch").run(self.inner.releases.watch(key)).await?;
+            watched.map_err(|error| error_class::to_error("watch", error))
+        })
+        .await
     }
 
     /// `LISTEN`, and the announcement that the group is observed here (so its grants and
     /// releases notify), confirmed before this returns; withdrawn after the last watch of
     /// the group on this store goes, or with the `LISTEN` connection's session.
     async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        let watched = self.bound("watch").run(self.inner.releases.watch_changes(key)).await?;
-        watched.map_err(|error| error_class::to_error("watch", error))
+        crate::store::located(&self.inner.endpoint, async {
+            let watched = self.bound("watch").run(self.inner.releases.watch_changes(key)).await?;
+            watched.map_err(|error| error_class::to_error("watch", error))
+        })
+        .await
     }
 }
 

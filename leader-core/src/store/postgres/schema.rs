@@ -334,6 +334,7 @@ pub(crate) async fn migrate(
         Some(found) if version_number(&found) > version_number(SCHEMA_VERSION) => {
             return Err(Error::Store {
                 store: "postgres",
+                endpoint: String::new(),
                 operation: "migrate",
                 message: format!(
                     "the tables {} are at {found:?}, newer than this build's {SCHEMA_VERSION:?}; \
@@ -424,6 +425,7 @@ async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
         if !differences.is_empty() {
             return Err(Error::Store {
                 store: "postgres",
+                endpoint: String::new(),
                 operation: "migrate",
                 message: format!(
                     "table {}.{table} exists with another shape: {}; use another \

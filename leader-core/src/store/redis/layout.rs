@@ -63,6 +63,7 @@ impl RedisStore {
         let SharedConnection::Multiplexed(mut connection) = connection else {
             return Err(Error::Store {
                 store: "redis",
+                endpoint: String::new(),
                 operation: "scan",
                 message: "listing groups needs one server; on a Redis Cluster, name the group"
                     .to_owned(),

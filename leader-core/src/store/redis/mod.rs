@@ -81,6 +81,8 @@ struct Inner {
     idle_group_ttl_ms: u64,
     /// Redacted addresses, for `Debug` and logs.
     description: String,
+    /// The addresses alone, for errors.
+    endpoint: String,
 }
 
 /// A store's checked timings.
@@ -111,6 +113,8 @@ impl RedisStore {
                 watcher_id: std::sync::OnceLock::new(),
                 replica_ack,
                 idle_group_ttl_ms: millis(idle_group_ttl),
+                // "redis standalone redis://…": what follows the deployment's kind.
+                endpoint: description.splitn(3, ' ').nth(2).unwrap_or_default().to_owned(),
                 description,
             }),
         }
@@ -128,10 +132,13 @@ impl RedisStore {
 
     async fn check_reachable(&self) -> Result<(), Error> {
         let bound = self.bound("connect", self.command_timeout());
-        match bound.run(self.inner.connections.get()).await? {
-            Ok(_connection) => Ok(()),
-            Err(failure) => Err(connect_failure("connect", failure)),
-        }
+        let connected = async {
+            match bound.run(self.inner.connections.get()).await? {
+                Ok(_connection) => Ok(()),
+                Err(failure) => Err(connect_failure("connect", failure)),
+            }
+        };
+        crate::store::located(&self.inner.endpoint, connected).await
     }
 
     /// The deadline of one `operation`.
@@ -206,7 +213,12 @@ impl RedisStore {
         {
             return unavailable(operation, error);
         }
-        Error::Store { store: "redis", operation, message: error.to_string() }
+        Error::Store {
+            store: "redis",
+            endpoint: String::new(),
+            operation,
+            message: error.to_string(),
+        }
     }
 
     /// Has the group's grants and releases published for the next `duration`, for a tool
@@ -316,7 +328,12 @@ fn unavailable(
     operation: &'static str,
     error: impl std::error::Error + Send + Sync + 'static,
 ) -> Error {
-    Error::Unavailable { store: "redis", operation, source: Box::new(error) }
+    Error::Unavailable {
+        store: "redis",
+        endpoint: String::new(),
+        operation,
+        cause: Box::new(error),
+    }
 }
 
 use crate::duration::ceil_millis as millis;
@@ -328,44 +345,47 @@ impl LeaseStore for RedisStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        let keys = GroupKeys::new(request.key)?;
-        let lease = millis(request.lease_time);
-        let (reply, acknowledged) = self
-            .call_then_wait(
-                "acquire",
-                request.key,
-                &ACQUIRE,
-                &[&keys.group(), &keys.full()],
-                &[
-                    &TokenArg(request.token),
-                    &request.holder,
-                    &lease,
-                    &request.max_leaders.get(),
-                    &keys.grant_channel(),
-                    &lease.saturating_add(self.inner.idle_group_ttl_ms),
-                ],
-                self.inner.replica_ack,
-            )
-            .await?;
-        let outcome = reply::acquire(reply, request)?;
-        if let (AcquireOutcome::Granted(_), Some((required, timeout)), Some(acknowledged)) =
-            (outcome, self.inner.replica_ack, acknowledged)
-            && acknowledged < i64::from(required)
-        {
-            // Give the grant back; if that fails too, the slot expires with its lease.
-            // Either way the caller learns what happened to its grant: NotReplicated.
-            if let Err(error) = self.release(request.key, request.token, Duration::ZERO).await {
-                tracing::warn!(
-                    group = request.key,
-                    %error,
-                    "could not release a grant too few replicas acknowledged; it expires \
-                     with its lease"
-                );
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(request.key)?;
+            let lease = millis(request.lease_time);
+            let (reply, acknowledged) = self
+                .call_then_wait(
+                    "acquire",
+                    request.key,
+                    &ACQUIRE,
+                    &[&keys.group(), &keys.full()],
+                    &[
+                        &TokenArg(request.token),
+                        &request.holder,
+                        &lease,
+                        &request.max_leaders.get(),
+                        &keys.grant_channel(),
+                        &lease.saturating_add(self.inner.idle_group_ttl_ms),
+                    ],
+                    self.inner.replica_ack,
+                )
+                .await?;
+            let outcome = reply::acquire(reply, request)?;
+            if let (AcquireOutcome::Granted(_), Some((required, timeout)), Some(acknowledged)) =
+                (outcome, self.inner.replica_ack, acknowledged)
+                && acknowledged < i64::from(required)
+            {
+                // Give the grant back; if that fails too, the slot expires with its lease.
+                // Either way the caller learns what happened to its grant: NotReplicated.
+                if let Err(error) = self.release(request.key, request.token, Duration::ZERO).await {
+                    tracing::warn!(
+                        group = request.key,
+                        %error,
+                        "could not release a grant too few replicas acknowledged; it expires \
+                         with its lease"
+                    );
+                }
+                let acknowledged = acknowledged.max(0) as u32;
+                return Err(Error::NotReplicated { acknowledged, required, timeout });
             }
-            let acknowledged = acknowledged.max(0) as u32;
-            return Err(Error::NotReplicated { acknowledged, required, timeout });
-        }
-        Ok(outcome)
+            Ok(outcome)
+        })
+        .await
     }
 
     async fn renew(
@@ -374,18 +394,26 @@ impl LeaseStore for RedisStore {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let keys = GroupKeys::new(key)?;
-        let lease = millis(lease_time);
-        let reply = self
-            .call(
-                "renew",
-                key,
-                &RENEW,
-                &[&keys.group(), &keys.full()],
-                &[&TokenArg(token), &lease, &self.inner.idle_group_ttl_ms, &keys.release_channel()],
-            )
-            .await?;
-        reply::renew(reply)
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let lease = millis(lease_time);
+            let reply = self
+                .call(
+                    "renew",
+                    key,
+                    &RENEW,
+                    &[&keys.group(), &keys.full()],
+                    &[
+                        &TokenArg(token),
+                        &lease,
+                        &self.inner.idle_group_ttl_ms,
+                        &keys.release_channel(),
+                    ],
+                )
+                .await?;
+            reply::renew(reply)
+        })
+        .await
     }
 
     async fn release(
@@ -394,38 +422,50 @@ impl LeaseStore for RedisStore {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
-        let keys = GroupKeys::new(key)?;
-        let min_lease = millis(min_lease_time);
-        let channel = keys.release_channel();
-        let reply = self
-            .call(
-                "release",
-                key,
-                &RELEASE,
-                &[&keys.group(), &keys.full()],
-                &[&TokenArg(token), &min_lease, &channel],
-            )
-            .await?;
-        reply::release(reply)
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let min_lease = millis(min_lease_time);
+            let channel = keys.release_channel();
+            let reply = self
+                .call(
+                    "release",
+                    key,
+                    &RELEASE,
+                    &[&keys.group(), &keys.full()],
+                    &[&TokenArg(token), &min_lease, &channel],
+                )
+                .await?;
+            reply::release(reply)
+        })
+        .await
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        let keys = GroupKeys::new(key)?;
-        let reply = self.call("state", key, &STATE, &[&keys.group()], &[]).await?;
-        reply::state(reply)
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let reply = self.call("state", key, &STATE, &[&keys.group()], &[]).await?;
+            reply::state(reply)
+        })
+        .await
     }
 
     /// Found with `SCAN`, which never blocks the server; a group is listed while its hash
     /// exists (an idle group for `idle_group_ttl`). Standalone and Sentinel only: on a
     /// Cluster this is an error (name the group instead).
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
-        self.scan_groups(prefix, suffix).await
+        crate::store::located(&self.inner.endpoint, async {
+            self.scan_groups(prefix, suffix).await
+        })
+        .await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        GroupKeys::new(key)?;
-        let bound = self.bound("watch", self.command_timeout());
-        bound.run(self.inner.releases.watch(key)).await?.map_err(|e| unavailable("watch", e))
+        crate::store::located(&self.inner.endpoint, async {
+            GroupKeys::new(key)?;
+            let bound = self.bound("watch", self.command_timeout());
+            bound.run(self.inner.releases.watch(key)).await?.map_err(|e| unavailable("watch", e))
+        })
+        .await
     }
 
     /// Subscribed (grant and release channels) and announced: the group's grants and
@@ -434,14 +474,17 @@ impl LeaseStore for RedisStore {
     /// minutes). The announcement is renewed every 5 minutes, and after every gap in the
     /// subscription.
     async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        GroupKeys::new(key)?;
-        let bound = self.bound("watch", self.command_timeout());
-        let watch = bound
-            .run(self.inner.releases.watch_changes(key))
-            .await?
-            .map_err(|e| unavailable("watch", e))?;
-        let announcement = observed::announce(self, key).await?;
-        Ok(watch.holding(announcement))
+        crate::store::located(&self.inner.endpoint, async {
+            GroupKeys::new(key)?;
+            let bound = self.bound("watch", self.command_timeout());
+            let watch = bound
+                .run(self.inner.releases.watch_changes(key))
+                .await?
+                .map_err(|e| unavailable("watch", e))?;
+            let announcement = observed::announce(self, key).await?;
+            Ok(watch.holding(announcement))
+        })
+        .await
     }
 }
 
