@@ -129,3 +129,59 @@ lease = "10s""#,
         assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
     }
 }
+
+/// A value that is wrong by itself is reported at its key (line and column of the value),
+/// with the builders' message; a duration takes the one syntax the macros take too, and a
+/// bad one shows it.
+#[test]
+fn errors_point_at_the_key_and_durations_take_one_syntax() {
+    let at_line_3 = |error: String, expected: &str| {
+        assert!(error.contains("line 3"), "not at the key: {error}");
+        assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
+    };
+    let group = "max_leaders = 3\nwait_time = \"1s\"\n";
+    at_line_3(
+        load_error::<LeaderGroupElectionOptions>(&format!("{group}lease_time = \"10\"")),
+        r#"bad duration "10" (time unit needed"#,
+    );
+    at_line_3(
+        load_error::<LeaderGroupElectionOptions>(&format!("{group}lease_time = \"0s\"")),
+        "invalid `lease_time` 0ns: must be at least 1ms",
+    );
+    at_line_3(
+        load_error::<LeaderGroupElectionOptions>(
+            "wait_time = \"1s\"\nlease_time = \"10s\"\nmax_leaders = 0",
+        ),
+        "invalid `max_leaders` 0",
+    );
+    at_line_3(
+        load_error::<LeadershipOptions>(
+            "max_leaders = 2\nlease_time = \"10s\"\nretry_interval = \"soon\"",
+        ),
+        r#"bad duration "soon""#,
+    );
+    at_line_3(
+        load_error::<LeadershipOptions>(
+            "max_leaders = 2\nlease_time = \"10s\"\nholder_id = \"\"\n",
+        ),
+        "holder",
+    );
+    at_line_3(
+        load_error::<LeaderElectionOptions>(
+            "auto_extend = true\nlease_time = \"9s\"\nrenew_interval = 5",
+        ),
+        r#"a duration such as "500ms""#,
+    );
+    // ISO-8601, as the macros take it.
+    let iso: LeaderGroupElectionOptions =
+        toml::from_str("max_leaders = 2\nlease_time = \"PT10S\"\nwait_time = \"PT0.5S\"").unwrap();
+    assert_eq!(
+        iso,
+        LeaderGroupElectionOptions::new(2)
+            .lease_time(Duration::from_secs(10))
+            .wait_time(Duration::from_millis(500))
+    );
+    // A check that compares two options names both.
+    let both = load_error::<LeaderElectionOptions>("lease_time = \"10s\"\nmin_lease_time = \"1m\"");
+    assert!(both.contains("`min_lease_time` 60s: must be at most lease_time (10s)"), "{both}");
+}

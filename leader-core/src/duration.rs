@@ -11,6 +11,28 @@ use crate::Error;
 /// for every clock that reads Unix time in milliseconds for the next few thousand years.
 pub const MAX_DURATION: Duration = Duration::from_millis(1 << 47);
 
+/// The one duration syntax of every option written as text (the macros' arguments and
+/// configuration files): `500ms`, `10s`, `1m30s`, `2h`, `1d` (humantime), or ISO-8601
+/// `PT0.5S`, `PT10M`, `PT1H30M`. The error says what is wrong and shows the syntax.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    if text.starts_with('P') {
+        let parsed = iso8601_duration::Duration::parse(text).map_err(|_| {
+            format!(
+                "bad ISO-8601 duration {text:?}; write it like \"PT0.5S\", \"PT10M\" or \"PT1H30M\""
+            )
+        })?;
+        return parsed.to_std().ok_or_else(|| {
+            format!("ISO-8601 duration {text:?} uses months or years, which have no fixed length")
+        });
+    }
+    humantime::parse_duration(text).map_err(|error| {
+        format!(
+            "bad duration {text:?} ({error}); write it like \"500ms\", \"10s\", \"1m30s\", \
+             \"2h\" or ISO-8601 \"PT0.5S\""
+        )
+    })
+}
+
 /// Checks that `value` is at most [`MAX_DURATION`].
 pub(crate) fn within_limit(option: &'static str, value: Duration) -> Result<Duration, Error> {
     if value > MAX_DURATION {

@@ -8,6 +8,7 @@ use crate::{
     default_holder_id, default_store,
 };
 
+pub use crate::duration::parse as parse_duration;
 pub use crate::key::check_name;
 
 /// What a wrapped fn returns: implemented once for every type, and once more for futures

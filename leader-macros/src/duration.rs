@@ -1,40 +1,18 @@
 //! Duration literals: `500ms`, `10s`, `1m30s`, `2h`, or ISO-8601 `PT0.5S`, `PT10M`.
 
-use std::time::Duration;
-
 /// The longest duration the runtime accepts, in ms.
 const MAX_MILLIS: u128 = leader_core::MAX_DURATION.as_millis();
 
 /// Parses `text` into whole milliseconds (a fractional millisecond rounds up), or says
-/// what is wrong.
+/// what is wrong: the runtime's own duration syntax, which configuration files use too.
 pub(crate) fn parse_millis(text: &str) -> Result<u64, String> {
-    let duration = if text.starts_with('P') {
-        iso8601(text)?
-    } else {
-        humantime::parse_duration(text).map_err(|error| {
-            format!(
-                "bad duration {text:?} ({error}); write it like \"500ms\", \"10s\", \"1m30s\", \
-                 \"2h\" or ISO-8601 \"PT0.5S\""
-            )
-        })?
-    };
+    let duration = leader_core::__private::parse_duration(text)?;
     let nanos = duration.as_nanos();
     let millis = nanos.div_ceil(1_000_000);
     if millis > MAX_MILLIS {
         return Err(format!("duration {text:?} is longer than the 2^47 ms the stores allow"));
     }
     Ok(millis as u64)
-}
-
-fn iso8601(text: &str) -> Result<Duration, String> {
-    let parsed = iso8601_duration::Duration::parse(text).map_err(|_| {
-        format!(
-            "bad ISO-8601 duration {text:?}; write it like \"PT0.5S\", \"PT10M\" or \"PT1H30M\""
-        )
-    })?;
-    parsed.to_std().ok_or_else(|| {
-        format!("ISO-8601 duration {text:?} uses months or years, which have no fixed length")
-    })
 }
 
 #[cfg(test)]

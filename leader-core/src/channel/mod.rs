@@ -41,7 +41,13 @@ pub struct LeaderChannelOptions {
     capacity: usize,
     full_mode: FullMode,
     drain_on_loss: bool,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::drop_report_interval"
+        )
+    )]
     drop_report_interval: Duration,
 }
 

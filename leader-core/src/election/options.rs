@@ -36,15 +36,43 @@ pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(30);
     serde(remote = "Self", default, deny_unknown_fields)
 )]
 pub struct LeaderElectionOptions {
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::wait_time"
+        )
+    )]
     wait_time: Duration,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::lease_time"
+        )
+    )]
     lease_time: Duration,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::min_lease_time"
+        )
+    )]
     min_lease_time: Duration,
     auto_extend: bool,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::renew_interval"
+        )
+    )]
     renew_interval: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::serde_support::field::holder_id")
+    )]
     holder_id: Option<String>,
     keys: KeyOptions,
 }
@@ -223,7 +251,10 @@ mod group_config {
                 if self.max_leaders.is_some() {
                     return Err(de::Error::duplicate_field(MAX_LEADERS));
                 }
-                *self.max_leaders = Some(self.map.next_value()?);
+                // Checked here, so an error points at the key.
+                let max_leaders =
+                    self.map.next_value::<crate::serde_support::field::MaxLeaders>()?;
+                *self.max_leaders = Some(max_leaders.0);
             }
         }
 

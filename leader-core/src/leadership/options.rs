@@ -48,15 +48,47 @@ pub enum WhenUncoordinated {
     serde(remote = "Self", default, deny_unknown_fields)
 )]
 pub struct LeadershipOptions {
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::lease_time"
+        )
+    )]
     lease_time: Duration,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::renew_interval"
+        )
+    )]
     renew_interval: Option<Duration>,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::retry_interval"
+        )
+    )]
     retry_interval: Duration,
-    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::retry_jitter"
+        )
+    )]
     retry_jitter: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::serde_support::field::max_leaders")
+    )]
     max_leaders: u32,
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::serde_support::field::holder_id")
+    )]
     holder_id: Option<String>,
     keys: KeyOptions,
     when_uncoordinated: WhenUncoordinated,
