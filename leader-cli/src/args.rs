@@ -67,13 +67,29 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Free a stuck slot: only the slot held under the given token is released.
+    /// End a slot its holder cannot release (stuck, or to be moved), named by its token,
+    /// its fence or its holder. By default the holder's renewals are refused from now on
+    /// (it steps down at its next renewal) and the slot goes to another candidate only
+    /// when the holder's deadline can have passed: at the slot's expiry (on etcd one lease
+    /// after the next grant). `--now` frees it at once instead.
     Release {
         /// The group's name.
         group: String,
         /// The slot's lease token (32 hex digits), as the holder logged or reported it.
+        #[arg(long, group = "slot")]
+        token: Option<String>,
+        /// The slot's fence, as `leader state` shows it.
+        #[arg(long, group = "slot")]
+        fence: Option<u64>,
+        /// The slot's holder id, as `leader state` shows it (it must hold one slot only).
+        #[arg(long, group = "slot")]
+        holder: Option<String>,
+        /// Free the slot at once. Risky: the holder still believes it leads until its next
+        /// renewal is refused (up to a renewal interval, or a whole lease without
+        /// auto-extension), so two holders may act at once meanwhile; only work fenced
+        /// downstream stays safe.
         #[arg(long)]
-        token: String,
+        now: bool,
     },
 }
 

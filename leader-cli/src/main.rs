@@ -22,7 +22,14 @@ async fn main() -> ExitCode {
         Command::State { group, json } => state::run(&cli, group, *json).await,
         Command::Watch { group, duration, json } => watch::run(&cli, group, *duration, *json).await,
         Command::Groups { json } => groups::run(&cli, *json).await,
-        Command::Release { group, token } => release::run(&cli, group, token).await,
+        Command::Release { group, token, fence, holder, now } => {
+            let slot = release::Named {
+                token: token.as_deref(),
+                fence: *fence,
+                holder: holder.as_deref(),
+            };
+            release::run(&cli, group, slot, *now).await
+        }
     };
     match result {
         Ok(code) => code,

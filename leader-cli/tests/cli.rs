@@ -98,11 +98,17 @@ async fn groups_lists_the_groups_under_a_namespace() {
     assert_eq!(json.as_array().unwrap().len(), 2);
 }
 
+/// `release` names a slot by token, fence or holder. By default it keeps the guarantee:
+/// the holder's next renewal is refused, and the slot is handed on only at its expiry;
+/// `--now` frees it at once.
 #[tokio::test]
-async fn release_frees_a_slot_only_with_its_token() {
+async fn release_ends_a_slot_named_by_token_fence_or_holder() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
     let (token, _) = hold(&store, "leader:stuck", "wedged-node").await;
+    let (other, _) = hold(&store, "leader:stuck", "worker-b").await;
+    let (_, fence_c) = hold(&store, "leader:stuck", "worker-c").await;
+    let renew = |token| store.renew("leader:stuck", token, Duration::from_secs(60));
 
     let output = leader(&server.url(), &["release", "stuck"]);
     assert_eq!(output.status.code(), Some(2));
@@ -112,19 +118,42 @@ async fn release_frees_a_slot_only_with_its_token() {
     let output = leader(&server.url(), &["release", "stuck", "--token", &stranger]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("not held"), "{}", stderr(&output));
-    assert_eq!(
-        store.state("leader:stuck").await.unwrap().leaders.len(),
-        1,
-        "a stranger's token freed nothing"
-    );
+    assert_eq!(store.state("leader:stuck").await.unwrap().leaders.len(), 3, "freed nothing");
 
     let output = leader(&server.url(), &["release", "stuck", "--token", "xyz"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("32 hex digits"), "{}", stderr(&output));
 
+    // By token: the holder's renewals end, and nobody else gets the slot before it expires.
     let output = leader(&server.url(), &["release", "stuck", "--token", &token.to_string()]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(store.state("leader:stuck").await.unwrap().leaders.is_empty());
+    assert!(stdout(&output).contains("next renewal is refused"), "{}", stdout(&output));
+    assert_eq!(renew(token).await.unwrap(), leader::store::RenewOutcome::NotHeld);
+    let state = store.state("leader:stuck").await.unwrap();
+    assert_eq!(state.leaders.len(), 3, "still taken until its expiry: {state:?}");
+    let refused = store
+        .acquire(AcquireRequest::new(
+            "leader:stuck",
+            std::num::NonZeroU32::new(3).unwrap(),
+            LeaseToken::generate().unwrap(),
+            "newcomer",
+            Duration::from_secs(60),
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(refused, AcquireOutcome::Full { .. }), "{refused:?}");
+
+    // By holder, the same.
+    let output = leader(&server.url(), &["release", "stuck", "--holder", "worker-b"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(renew(other).await.unwrap(), leader::store::RenewOutcome::NotHeld);
+
+    // By fence, now: free at once.
+    let output =
+        leader(&server.url(), &["release", "stuck", "--fence", &fence_c.to_string(), "--now"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("freed the slot"), "{}", stdout(&output));
+    assert_eq!(store.state("leader:stuck").await.unwrap().leaders.len(), 2);
 }
 
 #[tokio::test]
@@ -283,7 +312,14 @@ async fn state_groups_and_release_work_on_postgres() {
         stdout(&output)
     );
 
+    // Ended for its holder, kept until its expiry; then freed at once with --now.
     let output = leader(&server.url(), &["release", "reports", "--token", &token.to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let renewed = store.renew("leader:reports", token, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(renewed, leader::store::RenewOutcome::NotHeld);
+    assert_eq!(store.state("leader:reports").await.unwrap().leaders.len(), 1);
+    let fence = grant.fence.to_string();
+    let output = leader(&server.url(), &["release", "reports", "--fence", &fence, "--now"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(store.state("leader:reports").await.unwrap().leaders.is_empty());
 }
@@ -385,6 +421,8 @@ async fn state_groups_release_and_watch_work_on_etcd() {
     let output = leader(&url, &["release", "reports", "--token", &token.to_string()]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(next()["active"], 0, "the watcher saw the release");
+    let renewed = store.renew("leader:reports", token, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(renewed, leader::store::RenewOutcome::NotHeld, "the holder's renewals end");
     assert!(store.state("leader:reports").await.unwrap().leaders.is_empty());
     watcher.kill().unwrap();
     let _ = watcher.wait();

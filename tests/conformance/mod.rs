@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use async_trait::async_trait;
 use leader::store::{
     AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
+    Revocation, SlotRef,
 };
 use leader::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
@@ -70,6 +71,7 @@ macro_rules! with_every_rule {
             renew_extends_only_a_held_slot,
             release_is_token_checked,
             release_and_renew_never_revive_an_expired_slot,
+            a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
             min_lease_time_keeps_a_released_slot,
             expiry_frees_a_slot,
             release_wakes_watchers,
@@ -275,6 +277,51 @@ pub async fn release_and_renew_never_revive_an_expired_slot<S: LeaseStore + Clon
     assert_eq!(store.renew(key, held, lease()).await.unwrap(), RenewOutcome::NotHeld);
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "an expired slot came back");
     granted(store, request(key, 1, token())).await;
+}
+
+/// A slot ended by a caller that was not granted it (an operator's `leader release`): its
+/// holder's next renewal is refused, and nobody gets the slot before the holder's deadline
+/// can have passed; `Revocation::Now` frees it at once.
+pub async fn a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let lease = lease().max(Duration::from_secs(2));
+    let held = token();
+    let sent_at = tokio::time::Instant::now();
+    granted(store, request_for(key, 1, held, lease)).await;
+    match store.revoke(key, SlotRef::Token(held), Revocation::AtExpiry).await.unwrap() {
+        ReleaseOutcome::Kept { expires_in } => {
+            assert!(expires_in <= lease + tick(), "{expires_in:?}")
+        }
+        other => panic!("a revocation at expiry got {other:?}"),
+    }
+    assert_eq!(store.renew(key, held, lease).await.unwrap(), RenewOutcome::NotHeld);
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
+    // Nobody is granted it before the holder's deadline (at most a lease after its request).
+    let next = token();
+    let taken = timeout(lease * 3 + tick(), async {
+        loop {
+            match store.acquire(live(key, 1, next)).await.unwrap() {
+                AcquireOutcome::Granted(grant) => return grant,
+                _ => sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await
+    .expect("granted once the revoked slot's holder can no longer act");
+    assert!(sent_at.elapsed() >= lease, "handed on {:?} after its grant", sent_at.elapsed());
+    // By its fence, now: free at once.
+    let freed = store.revoke(key, SlotRef::Fence(taken.fence), Revocation::Now).await.unwrap();
+    assert_eq!(freed, ReleaseOutcome::Released);
+    assert_eq!(store.renew(key, next, LIVE).await.unwrap(), RenewOutcome::NotHeld);
+    let started = tokio::time::Instant::now();
+    granted(store, live(key, 1, token())).await;
+    assert!(started.elapsed() < lease, "a slot freed now waited {:?}", started.elapsed());
+    let unknown = store.revoke(key, SlotRef::Fence(1), Revocation::Now).await.unwrap();
+    assert_eq!(unknown, ReleaseOutcome::NotHeld);
 }
 
 pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'static>(

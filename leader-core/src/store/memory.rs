@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::{
     AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
-    ReleaseOutcome, RenewOutcome, SlotInfo,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::{Error, LeaseToken};
 
@@ -71,7 +71,8 @@ struct Group {
 }
 
 struct Slot {
-    token: LeaseToken,
+    /// `None` once revoked at expiry: held by nobody, it lapses at its expiry.
+    token: Option<LeaseToken>,
     holder: String,
     fence: u64,
     acquired_at: Instant,
@@ -173,7 +174,7 @@ impl Group {
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
-        self.slots.iter_mut().find(|slot| slot.token == token)
+        self.slots.iter_mut().find(|slot| slot.token == Some(token))
     }
 
     /// A slot was freed or shortened: wakes waiters and observers.
@@ -223,7 +224,7 @@ impl LeaseStore for MemoryStore {
         *last_fence += 1;
         let fence = *last_fence;
         group.slots.push(Slot {
-            token: request.token,
+            token: Some(request.token),
             holder: request.holder.to_owned(),
             fence,
             acquired_at: now,
@@ -272,7 +273,7 @@ impl LeaseStore for MemoryStore {
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        let Some(index) = group.slots.iter().position(|slot| slot.token == token) else {
+        let Some(index) = group.slots.iter().position(|slot| slot.token == Some(token)) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
         let slot = &mut group.slots[index];
@@ -285,6 +286,41 @@ impl LeaseStore for MemoryStore {
             ReleaseOutcome::Released
         };
         group.wake_waiters();
+        groups.forget_if_unused(key);
+        Ok(outcome)
+    }
+
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        let mut groups = self.groups();
+        let now = Instant::now();
+        let Some(group) = groups.live(key, now) else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        let named = |held: &Slot| match slot {
+            SlotRef::Token(token) => held.token == Some(token),
+            SlotRef::Fence(fence) => held.fence == fence,
+        };
+        let Some(index) = group.slots.iter().position(named) else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        let outcome = match how {
+            Revocation::Now => {
+                group.slots.remove(index);
+                group.wake_waiters();
+                ReleaseOutcome::Released
+            }
+            _ => {
+                // Held by nobody from now on: it lapses at its expiry.
+                let held = &mut group.slots[index];
+                held.token = None;
+                ReleaseOutcome::Kept { expires_in: held.expires_at - now }
+            }
+        };
         groups.forget_if_unused(key);
         Ok(outcome)
     }

@@ -190,6 +190,32 @@ pub enum ReleaseOutcome {
     NotHeld,
 }
 
+/// Which slot of a group a tool names, for [`LeaseStore::revoke`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotRef {
+    /// The slot held under this token.
+    Token(LeaseToken),
+    /// The slot granted with this fence (unique within a group; `state()` shows it).
+    Fence(u64),
+}
+
+/// How [`LeaseStore::revoke`] ends a slot its caller was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Revocation {
+    /// Keeps the guarantee: the holder's renewals are refused from now on (so it steps
+    /// down at its next renewal), and the slot goes to someone else only once the holder's
+    /// local deadline can have passed: at the slot's expiry (memory, Redis, PostgreSQL), or
+    /// one TTL after the next grant (etcd's lock-delay).
+    AtExpiry,
+    /// Frees the slot at once, as the holder's own release would. Risky: the holder still
+    /// believes it leads until its next renewal is refused (up to a renewal interval, or a
+    /// whole lease without auto-extension), so two holders may act at once meanwhile; only
+    /// a downstream store that checks fences stays safe.
+    Now,
+}
+
 /// A group as the store sees it now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GroupSnapshot {
@@ -225,6 +251,8 @@ pub struct SlotInfo {
 ///   store acted (round down);
 /// - release keeps the slot until `acquired_at + min_lease_time` when that is still ahead,
 ///   and wakes the key's [`GroupWatch`]es whenever it frees or shortens a slot;
+/// - a revocation at expiry refuses the holder's renewals at once and grants the slot to
+///   nobody before the holder's deadline can have passed;
 /// - a grant, a release and a shortening renewal each wake the key's change watches
 ///   ([`watch_changes`](Self::watch_changes)); while nothing changes, a change watch
 ///   makes the store send no notification and read nothing.
@@ -259,6 +287,27 @@ pub trait LeaseStore: Debug + Send + Sync {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error>;
+
+    /// Ends a slot of `key` for a caller that was not granted it: an operator's tool
+    /// (`leader release`), another service that learnt the slot's token. [`release`] is the
+    /// holder's own, after it stopped acting; a revocation cannot know whether the holder
+    /// still acts, so by default ([`Revocation::AtExpiry`]) it ends the holder's renewals and
+    /// hands the slot on only when the holder's deadline can have passed, answering
+    /// [`ReleaseOutcome::Kept`] with that time. [`Revocation::Now`] frees it at once
+    /// ([`ReleaseOutcome::Released`]). [`ReleaseOutcome::NotHeld`]: no such live slot.
+    ///
+    /// Default: [`Error::Unsupported`], for a store that cannot revoke.
+    ///
+    /// [`release`]: Self::release
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        let _ = (key, slot, how);
+        Err(Error::Unsupported { store: self.kind(), operation: "revoke" })
+    }
 
     /// The group's live slots.
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error>;
@@ -322,6 +371,15 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         (**self).release(key, token, min_lease_time).await
+    }
+
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        (**self).revoke(key, slot, how).await
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {

@@ -86,7 +86,7 @@ use self::slots::HeldSlots;
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, SlotInfo,
+    RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::{Error, LeaseToken};
 
@@ -269,6 +269,21 @@ impl LeaseStore for EtcdStore {
         crate::store::located(&self.inner.endpoint, async {
             let keys = self.keys(key)?;
             self.release_slot(&keys, token, min_lease_time).await
+        })
+        .await
+    }
+
+    /// At expiry, the slot's key is deleted and its index marked held, so the next taker waits
+    /// the lock-delay; its lease is revoked, so the holder's next renewal is refused.
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = self.keys(key)?;
+            self.revoke_slot(&keys, slot, how).await
         })
         .await
     }

@@ -19,7 +19,7 @@ use super::EtcdStore;
 use super::layout::{GroupKeys, LastHolder, Slot};
 use super::leases::{NewLease, secs, wall_clock_of};
 use crate::store::bound::Bound;
-use crate::store::{ReleaseOutcome, RenewOutcome};
+use crate::store::{ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
 use crate::{Error, LeaseToken};
 
 /// A slot this process holds (or found by reading its group).
@@ -164,6 +164,12 @@ impl EtcdStore {
         let Some((held, ours)) = self.find(&bound, keys, token).await? else {
             return Ok(ReleaseOutcome::NotHeld);
         };
+        if !ours {
+            // Released by a process that was not granted it (an operator's tool, another
+            // service with the token): its holder may still act, so it goes as a takeover
+            // would (the next taker waits the lock-delay).
+            return self.end_slot(&bound, keys, held, Revocation::AtExpiry).await;
+        }
         // A slot still in its lock-delay was never acted on, but the holder it was taken
         // from may still act: its index stays marked held.
         let delayed = held.delay_until.is_some_and(|until| until > Instant::now());
@@ -204,6 +210,74 @@ impl EtcdStore {
             tracing::warn!(group = %keys.range.trim_end(), %error, "released, but could not revoke the slot's etcd lease; it expires by itself");
         }
         Ok(ReleaseOutcome::Released)
+    }
+
+    /// [`LeaseStore::revoke`](crate::LeaseStore::revoke): the slot named by its token or its
+    /// fence, read from the group.
+    pub(crate) async fn revoke_slot(
+        &self,
+        keys: &GroupKeys,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        let bound = self.bound("revoke");
+        let group = self.read(&bound, keys).await?;
+        let found = group.slots.iter().find(|held| match slot {
+            SlotRef::Token(token) => held.token == token,
+            SlotRef::Fence(fence) => held.fence == fence,
+        });
+        let Some(found) = found else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        let held = self.held_slot(found);
+        let outcome = self.end_slot(&bound, keys, held, how).await?;
+        if outcome != ReleaseOutcome::NotHeld {
+            self.forget(found.token);
+        }
+        Ok(outcome)
+    }
+
+    /// Deletes `held`'s slot for a caller that was not granted it, in one transaction that
+    /// checks it is still that grant on its lease, then revokes the lease (so the holder's
+    /// next renewal is refused). At expiry its index is marked held by the slot's TTL, so the
+    /// next taker waits that long after its grant (the lock-delay), by when the holder's
+    /// deadline has passed; now, the index is marked released and taken at once.
+    async fn end_slot(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        held: Held,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        let slot_key = keys.slot(held.index);
+        let ttl = held.lease.ttl.max(held.delay_ttl.unwrap_or(0));
+        let last = match how {
+            Revocation::Now => LastHolder::Released,
+            _ => LastHolder::Held { ttl },
+        };
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held)),
+                Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
+            ])
+            .and_then([
+                TxnOp::delete(slot_key.as_str(), None),
+                TxnOp::put(keys.last(held.index), last.value(), None),
+            ]);
+        if !self.txn(bound, txn).await?.succeeded() {
+            return Ok(ReleaseOutcome::NotHeld);
+        }
+        if let Err(error) = self.revoke(bound, held.lease.id).await {
+            // Its key is gone already; the holder's next renewal finds it so.
+            tracing::warn!(group = %keys.range.trim_end(), %error, "ended a slot, but could not revoke its etcd lease; it expires by itself");
+        }
+        Ok(match how {
+            Revocation::Now => {
+                self.inner.hints.freed(&keys.range, held.index);
+                ReleaseOutcome::Released
+            }
+            _ => ReleaseOutcome::Kept { expires_in: secs(ttl) },
+        })
     }
 
     /// Moves `held`'s slot to a new lease as `relet` says, in one transaction that checks the

@@ -25,7 +25,7 @@ use super::answer::{Answer, Decode};
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, SlotInfo,
+    RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::{Error, LeaseToken};
 
@@ -366,6 +366,38 @@ impl LeaseStore for PostgresStore {
                 ..Answer::default()
             };
             Decode { store: "postgres", operation: "release" }.release(answer)
+        })
+        .await
+    }
+
+    /// One function call: the slot, named by its token or its fence, is deleted now or moved
+    /// to a fresh token nobody holds (so it lapses at its expiry).
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.revoke_sql;
+            let (token, fence) = match slot {
+                SlotRef::Token(token) => (Some(token.to_string()), None),
+                SlotRef::Fence(fence) => (None, Some(i64::try_from(fence).unwrap_or(i64::MAX))),
+            };
+            let now = how == Revocation::Now;
+            let nobody = LeaseToken::generate()?.to_string();
+            let params: [&(dyn ToSql + Sync); 5] = [&key, &token, &fence, &now, &nobody];
+            let rows = self.query(Call::candidate("revoke", sql), &params).await?;
+            let row = rows.first().ok_or_else(|| unexpected("revoke", "no row"))?;
+            let outcome: i32 = row.try_get("outcome").map_err(|e| decode("revoke", e))?;
+            let left: Option<i64> =
+                row.try_get("expires_in_us").map_err(|e| decode("revoke", e))?;
+            let answer = Answer {
+                code: outcome.into(),
+                expires_in: left.map(|left| between(0, left)),
+                ..Answer::default()
+            };
+            Decode { store: "postgres", operation: "revoke" }.release(answer)
         })
         .await
     }

@@ -13,6 +13,7 @@ const SCHEMA_SQL: &str = concat!(
     include_str!("sql/grant.sql"),
     include_str!("sql/renew.sql"),
     include_str!("sql/release.sql"),
+    include_str!("sql/revoke.sql"),
     include_str!("sql/state.sql"),
 );
 
@@ -24,7 +25,7 @@ const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 /// its functions) and refuses one of a newer version. Bump it when the schema text
 /// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
 /// both are done).
-const SCHEMA_VERSION: &str = "leader-core schema 7";
+const SCHEMA_VERSION: &str = "leader-core schema 8";
 
 /// What precedes the number in a schema version.
 const VERSION_PREFIX: &str = "leader-core schema ";
@@ -38,6 +39,7 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 5", 776250348783746103),
     ("leader-core schema 6", 18106860953845036408),
     ("leader-core schema 7", 12987311710983472742),
+    ("leader-core schema 8", 14595019790220804352),
 ];
 
 /// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` bytes); a longer `LISTEN`
@@ -167,6 +169,7 @@ pub(crate) struct Names {
     pub acquire_sql: String,
     pub renew_sql: String,
     pub release_sql: String,
+    pub revoke_sql: String,
     pub state_sql: String,
     pub list_sql: String,
     /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
@@ -226,6 +229,7 @@ impl Names {
             acquire_sql: ACQUIRE_SQL.replace("__S__", schema).replace("__P__", prefix),
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
+            revoke_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("revoke")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
             // The announcements compute the lock keys in place (what `{prefix}wait_key` and
             // `{prefix}observe_key` compute) rather than calling the functions, so a waiter

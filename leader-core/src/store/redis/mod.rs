@@ -24,11 +24,13 @@ pub use self::layout::RedisGroupLayout;
 use self::pubsub::{ReleaseHub, SubscriberSource};
 #[cfg(feature = "unstable-script-calls")]
 pub use self::script_call::ScriptCall;
-use self::scripts::{ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, STATE, TokenArg, WATCH};
+use self::scripts::{
+    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, REVOKE, STATE, TokenArg, WATCH,
+};
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome,
+    RenewOutcome, Revocation, SlotRef,
 };
 use crate::{Error, LeaseToken};
 
@@ -433,6 +435,37 @@ impl LeaseStore for RedisStore {
                     &RELEASE,
                     &[&keys.group(), &keys.full()],
                     &[&TokenArg(token), &min_lease, &channel],
+                )
+                .await?;
+            reply::release(reply)
+        })
+        .await
+    }
+
+    /// One script call: the slot, named by its token or its fence, is freed now or moved to
+    /// a fresh token nobody holds (so it lapses at its expiry).
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let (token, fence) = match slot {
+                SlotRef::Token(token) => (token.to_string(), String::new()),
+                SlotRef::Fence(fence) => (String::new(), fence.to_string()),
+            };
+            let now = if how == Revocation::Now { "1" } else { "0" };
+            let nobody = LeaseToken::generate()?.to_string();
+            let channel = keys.release_channel();
+            let reply = self
+                .call(
+                    "revoke",
+                    key,
+                    &REVOKE,
+                    &[&keys.group(), &keys.full()],
+                    &[&token, &fence, &now, &nobody, &channel],
                 )
                 .await?;
             reply::release(reply)

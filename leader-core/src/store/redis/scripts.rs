@@ -40,12 +40,13 @@ macro_rules! lua_script {
 }
 
 /// How many scripts there are.
-pub(crate) const SCRIPT_COUNT: usize = 5;
+pub(crate) const SCRIPT_COUNT: usize = 6;
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0, "#!lua flags=allow-oom");
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2, "#!lua flags=allow-oom");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3, "#!lua flags=no-writes");
 pub(crate) static WATCH: LazyLock<LuaScript> = lua_script!("watch", 4, "#!lua flags=allow-oom");
+pub(crate) static REVOKE: LazyLock<LuaScript> = lua_script!("revoke", 5, "#!lua flags=allow-oom");
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call

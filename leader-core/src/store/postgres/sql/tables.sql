@@ -1,7 +1,7 @@
--- The PostgreSQL store's schema, part 1 of 5 (schema.rs joins sql/tables.sql, grant.sql,
--- renew.sql, release.sql and state.sql, in that order): two tables, and the helpers of the
--- functions that follow, one per operation, so each operation is one statement (one round
--- trip). `__S__` is the schema and `__P__` the prefix
+-- The PostgreSQL store's schema, part 1 of 6 (schema.rs joins sql/tables.sql, grant.sql,
+-- renew.sql, release.sql, revoke.sql and state.sql, in that order): two tables, and the
+-- helpers of the functions that follow, one per operation, so each operation is one
+-- statement (one round trip). `__S__` is the schema and `__P__` the prefix
 -- of every name, both plain identifiers put in by the store.
 --
 -- A group is one row of __P__groups (its max_leaders and last fence) and a slot one row of
