@@ -139,9 +139,24 @@ async fn crashed_holder(table: Table, store: Arc<dyn LeaseStore>) -> Result<(), 
     };
     let outcome = "then the process dies: no release";
     table.row("crashed", "elected", Some(grant.fence), Some(grant.expires_in), outcome);
+    // Reported when the store drops the slot, as an observer sees it: at the lease's end on
+    // memory, Redis and PostgreSQL; up to a second later on etcd (whole-second TTLs).
+    let elector = LeaderGroupElector::new(store.clone(), LeaderGroupElectionOptions::new(SLOTS))?;
+    let mut observer = elector.observe(GROUP).await?;
+    let etcd = store.kind() == "etcd";
     tokio::spawn(async move {
-        sleep(grant.expires_in).await;
-        let outcome = "lease ran out; the slot is free again";
+        while observer.current().leaders.iter().any(|slot| slot.fence == grant.fence) {
+            if observer.changed().await.is_err() {
+                sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let outcome = match etcd {
+            false => "lease ran out; the store freed the slot",
+            true => {
+                "lease ran out; the store freed the slot, and its next holder waits one \
+                     lease more before it acts (etcd's lock-delay)"
+            }
+        };
         table.row("crashed", "expire", Some(grant.fence), None, outcome);
     });
     Ok(())
@@ -161,11 +176,12 @@ async fn print_state(
             format!("{}#{} ({:.1}s)", slot.holder, slot.fence, slot.expires_in.as_secs_f64())
         })
         .collect();
+    // The store knows a group's size only while a slot is live.
+    let max = state.max_leaders.unwrap_or(SLOTS);
     let summary = format!(
-        "{when}: {}/{} held, {} free [{}]",
+        "{when}: {}/{max} held, {} free [{}]",
         state.active_count,
-        state.max_leaders,
-        state.available_slots(),
+        max.saturating_sub(state.active_count),
         holders.join(", ")
     );
     table.row("-", "state", None, None, &summary);

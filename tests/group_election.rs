@@ -379,7 +379,10 @@ async fn state_counts_slots() {
         .unwrap()
         .elected()
         .unwrap();
-    assert_eq!((state.max_leaders, state.active_count, state.available_slots()), (3, 2, 1));
+    assert_eq!(
+        (state.max_leaders, state.active_count, state.available_slots()),
+        (Some(3), 2, Some(1))
+    );
     assert!(!state.is_full() && !state.is_empty());
     let holders: Vec<_> = state.leaders.iter().map(|s| s.holder.as_str()).collect();
     assert_eq!(holders, ["crashed", "worker-a"]);

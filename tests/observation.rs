@@ -293,3 +293,56 @@ async fn postgres_refuses_a_key_that_would_read_as_another_groups_grant() {
     assert!(err.to_string().contains("whitespace"), "{err}");
     assert!(store.state(&key).await.unwrap().leaders.is_empty(), "nothing was granted");
 }
+
+/// Observing as a newcomer does it: from a store and a name alone (no elector), or with
+/// the candidates' key options; a group with no live slot reports its size as unknown,
+/// whatever the candidates' size; the stream comes from a clone, so `current()` stays; a
+/// single-leader group's `leader()` is its one holder.
+#[tokio::test]
+async fn a_store_and_a_name_are_enough_to_observe() {
+    use futures_util::StreamExt;
+    use leader::{GroupObserver, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector};
+
+    let store = leader::store::connect("memory://").await.unwrap();
+    let mut observer = GroupObserver::start(&store, "billing").await.unwrap();
+    assert_eq!(observer.key(), "leader:billing");
+    let empty = observer.current();
+    assert!(empty.is_empty() && empty.max_leaders.is_none(), "unknown size: {empty:?}");
+    assert_eq!(empty.available_slots(), None);
+    assert!(observer.leader().is_none());
+
+    // A single leader: `leader()` names it, and a stream leaves `current()` in place.
+    let mut changes = Box::pin(observer.stream());
+    let mut request = request_for("leader:billing", 1, token(), 60 * SECOND);
+    request.holder = "10.0.0.8:8080";
+    let fence = granted_fence(store.acquire(request).await.unwrap());
+    let seen = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(seen.leaders[0].fence, fence);
+    assert_eq!(observer.changed().await.unwrap().leaders[0].fence, fence);
+    assert_eq!(observer.leader().map(|slot| slot.holder), Some("10.0.0.8:8080".to_owned()));
+
+    // The candidates' own key options, and a 3-slot group observed by anyone: its size is
+    // the store's, not the observer's.
+    let keys = KeyOptions::new().namespace("billing:");
+    let workers = LeaderGroupElector::from_shared_store(
+        store.clone(),
+        LeaderGroupElectionOptions::new(3).keys(keys.clone()).holder_id("w1"),
+    )
+    .unwrap();
+    let mut pool = GroupObserver::start_with_keys(&store, "pool", &keys).await.unwrap();
+    assert_eq!(pool.key(), "billing:leader:pool");
+    let (done, finish) = tokio::sync::oneshot::channel::<()>();
+    let working = tokio::spawn(async move {
+        workers
+            .run_if_leader("pool", |_| async {
+                finish.await.ok();
+            })
+            .await
+    });
+    let state = pool.changed().await.unwrap();
+    assert_eq!((state.max_leaders, state.available_slots()), (Some(3), Some(2)));
+    assert!(pool.leader().is_none(), "not a single-leader group");
+    done.send(()).unwrap();
+    working.await.unwrap().unwrap();
+    assert_eq!(pool.changed().await.unwrap().max_leaders, None, "empty again: unknown");
+}

@@ -61,7 +61,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the groups under the namespace (standalone Redis, or PostgreSQL).
+    /// List the groups under the namespace (standalone or Sentinel Redis, PostgreSQL, etcd).
     Groups {
         /// Print JSON instead of a table.
         #[arg(long)]

@@ -232,6 +232,10 @@ impl Error {
     }
 
     /// This error, located at `endpoint` if it names a store but no endpoint yet.
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "etcd")),
+        allow(dead_code)
+    )]
     pub(crate) fn at(mut self, located: &str) -> Self {
         if let Error::Unavailable { endpoint, .. }
         | Error::Timeout { endpoint, .. }

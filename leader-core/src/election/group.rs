@@ -221,7 +221,7 @@ impl LeaderGroupElector {
     /// now.
     pub async fn observe(&self, name: &str) -> Result<GroupObserver, Error> {
         let key = self.settings.keys.resolve(name)?;
-        GroupObserver::start(&self.store, name, key, self.settings.max_leaders.get()).await
+        GroupObserver::start_on_key(&self.store, name, key).await
     }
 
     /// The group's live slots, as the store reports them.
@@ -231,7 +231,7 @@ impl LeaderGroupElector {
         Ok(LeaderGroupState {
             name: name.to_owned(),
             key,
-            max_leaders: snapshot.max_leaders.unwrap_or(self.settings.max_leaders.get()),
+            max_leaders: snapshot.max_leaders,
             active_count: snapshot.leaders.len() as u32,
             leaders: snapshot.leaders,
         })

@@ -10,9 +10,9 @@ use crate::SlotInfo;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
 /// let group = LeaderGroupElector::new(MemoryStore::new(), LeaderGroupElectionOptions::new(3))?;
 /// let state = group.state("thumbnail-workers").await?;
-/// assert_eq!((state.max_leaders, state.active_count), (3, 0));
+/// assert_eq!((state.max_leaders, state.active_count), (None, 0)); // no slot: size unknown
 /// assert!(state.is_empty() && !state.is_full());
-/// assert_eq!(state.available_slots(), 3);
+/// assert_eq!(state.available_slots(), None);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,9 +21,9 @@ pub struct LeaderGroupState {
     pub name: String,
     /// The group's store key.
     pub key: String,
-    /// How many slots the group has: the store's value while slots are live, else the
-    /// elector's.
-    pub max_leaders: u32,
+    /// How many slots the group has, as its live slots were granted under; `None` while no
+    /// slot is live (the store keeps no size for an empty group).
+    pub max_leaders: Option<u32>,
     /// How many slots are held (the length of `leaders`).
     pub active_count: u32,
     /// The live slots, earliest grant first.
@@ -31,14 +31,14 @@ pub struct LeaderGroupState {
 }
 
 impl LeaderGroupState {
-    /// Slots free now.
-    pub fn available_slots(&self) -> u32 {
-        self.max_leaders.saturating_sub(self.active_count)
+    /// Slots free now; `None` when the group's size is unknown (no slot is live).
+    pub fn available_slots(&self) -> Option<u32> {
+        self.max_leaders.map(|max| max.saturating_sub(self.active_count))
     }
 
     /// Whether every slot is held.
     pub fn is_full(&self) -> bool {
-        self.active_count >= self.max_leaders
+        self.max_leaders.is_some_and(|max| self.active_count >= max)
     }
 
     /// Whether no slot is held.

@@ -165,8 +165,8 @@ impl Leadership {
     /// cannot be read now.
     pub async fn observe(&self) -> Result<crate::GroupObserver, Error> {
         let settings = &self.shared.settings;
-        let (role, key, max_leaders) = (&settings.role, settings.key.clone(), settings.max_leaders);
-        crate::GroupObserver::start(&self.shared.store, role, key, max_leaders.get()).await
+        crate::GroupObserver::start_on_key(&self.shared.store, &settings.role, settings.key.clone())
+            .await
     }
 
     /// The role.

@@ -7,12 +7,14 @@ use tokio::sync::watch;
 
 use super::reader::{self, Reading, Seen};
 use crate::store::SharedStore;
-use crate::{Error, LeaderGroupState};
+use crate::{Error, KeyOptions, LeaderGroupState};
 
-/// Who holds a group's slots, kept current by the store's events: made by
+/// Who holds a group's slots, kept current by the store's events: made from a store and
+/// the group's name ([`start`](Self::start), or [`start_with_keys`](Self::start_with_keys)
+/// for the candidates' key options), or by
 /// [`LeaderGroupElector::observe`](crate::LeaderGroupElector::observe),
-/// [`LeaderElector::observe`](crate::LeaderElector::observe) or
-/// [`Leadership::observe`](crate::Leadership::observe).
+/// [`LeaderElector::observe`](crate::LeaderElector::observe) and
+/// [`Leadership::observe`](crate::Leadership::observe), which use the candidates' own.
 ///
 /// An observer never takes, writes or holds a slot. Changes arrive from the store as
 /// events, in this process or any other: a grant, a release, a renewal that shortens a
@@ -22,7 +24,8 @@ use crate::{Error, LeaderGroupState};
 /// made from the same store handle share one reader: one read per change, however many.
 ///
 /// The holder id is what observers learn: set it to what a follower needs to reach the
-/// leader, such as `host:port`.
+/// leader, such as `host:port`. A group with no live slot reports its size as unknown
+/// (`max_leaders: None`): the store keeps none for it.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
@@ -46,24 +49,50 @@ use crate::{Error, LeaderGroupState};
 /// assert!(observer.changed().await?.is_empty()); // the release
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GroupObserver {
     name: String,
     key: String,
-    /// The observer's own `max_leaders`, reported while no slot is live.
-    max_leaders: u32,
     seen: watch::Receiver<Seen>,
     reading: Arc<Reading>,
 }
 
 impl GroupObserver {
+    /// An observer of group `name` under the default key options (key `leader:{name}`),
+    /// once the group has been read: no elector needed. Fails on an invalid name, or with
+    /// the first read's error when the store cannot be read now. Observers of one group made
+    /// from the same store handle share one reader.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// use leader_core::GroupObserver;
+    ///
+    /// let store = leader_core::store::connect("memory://").await?;
+    /// let observer = GroupObserver::start(&store, "billing").await?;
+    /// assert_eq!((observer.current().max_leaders, observer.leader()), (None, None));
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(store: &SharedStore, name: &str) -> Result<Self, Error> {
+        Self::start_with_keys(store, name, &KeyOptions::new()).await
+    }
+
+    /// [`start`](Self::start) with the key options the group's candidates use (a
+    /// namespace, a key format, an exact key), so the observer reads their group.
+    pub async fn start_with_keys(
+        store: &SharedStore,
+        name: &str,
+        keys: &KeyOptions,
+    ) -> Result<Self, Error> {
+        let key = keys.resolve(name)?;
+        Self::start_on_key(store, name, key).await
+    }
+
     /// An observer of group `name` (store key `key`), once the group has been read; fails
     /// with the first read's error when the store cannot be read now.
-    pub(crate) async fn start(
+    pub(crate) async fn start_on_key(
         store: &SharedStore,
         name: &str,
         key: String,
-        max_leaders: u32,
     ) -> Result<Self, Error> {
         let reading = reader::reading(store, &key);
         let mut seen = reading.subscribe();
@@ -76,7 +105,7 @@ impl GroupObserver {
         if let Some(error) = failure {
             return Err(error);
         }
-        Ok(GroupObserver { name: name.to_owned(), key, max_leaders, seen, reading })
+        Ok(GroupObserver { name: name.to_owned(), key, seen, reading })
     }
 
     /// The group's name.
@@ -117,13 +146,29 @@ impl GroupObserver {
         }
     }
 
-    /// The observer as a stream of [`changed`](Self::changed)'s results, for `StreamExt`
-    /// users; it never ends.
-    pub fn into_stream(self) -> impl Stream<Item = Result<LeaderGroupState, Error>> + Send {
-        futures_util::stream::unfold(self, |mut observer| async move {
+    /// The holder of a single-leader group (one of `max_leaders = 1`) as last read, with
+    /// its slot; `None` when nobody holds it, or for a group of more slots (see
+    /// [`current`](Self::current)). No I/O.
+    pub fn leader(&self) -> Option<crate::SlotInfo> {
+        let state = self.current();
+        match (state.max_leaders, state.leaders.as_slice()) {
+            (Some(1), [only]) => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    /// A stream of [`changed`](Self::changed)'s results, for `StreamExt` users, from a
+    /// clone of this observer (which keeps [`current`](Self::current)); it never ends.
+    pub fn stream(&self) -> impl Stream<Item = Result<LeaderGroupState, Error>> + Send + use<> {
+        futures_util::stream::unfold(self.clone(), |mut observer| async move {
             let next = observer.changed().await;
             Some((next, observer))
         })
+    }
+
+    /// [`stream`](Self::stream), consuming the observer.
+    pub fn into_stream(self) -> impl Stream<Item = Result<LeaderGroupState, Error>> + Send {
+        self.stream()
     }
 
     fn state_of(&self, seen: &Seen) -> LeaderGroupState {
@@ -138,7 +183,7 @@ impl GroupObserver {
         LeaderGroupState {
             name: self.name.clone(),
             key: self.key.clone(),
-            max_leaders: snapshot.max_leaders.unwrap_or(self.max_leaders),
+            max_leaders: snapshot.max_leaders,
             active_count: leaders.len() as u32,
             leaders,
         }

@@ -60,6 +60,7 @@ use crate::{Error, LeaseToken};
 
 /// `call`'s result, a store error in it located at `endpoint` (each store's trait methods
 /// run through here, so every error names where the store is).
+#[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "etcd")), allow(dead_code))]
 pub(crate) async fn located<T>(
     endpoint: &str,
     call: impl Future<Output = Result<T, Error>>,
