@@ -351,7 +351,7 @@ async fn a_release_hands_over_with_no_lock_delay() {
     let won_at = waiting.await.unwrap().unwrap().elected().unwrap();
     let hand_over = won_at - released_at;
     // Two commits (a release and a grant) and a watch event: nowhere near a TTL.
-    assert!(hand_over < SECOND, "hand-over took {hand_over:?}");
+    assert!(hand_over < 5 * SECOND, "hand-over took {hand_over:?}");
     eprintln!("hand-over after a release: {hand_over:?}");
     // And the store is the only one used: the stores' types are what users get.
     let _: &dyn LeaseStore = &stores[0];
@@ -415,4 +415,92 @@ async fn a_lease_revoked_early_never_lets_a_second_holder_act_while_the_first_be
         "the new holder acted {:?} before the old one stopped believing",
         last_believed - acted_at
     );
+}
+
+/// A transaction a member held back and ran late (its link stalled, the client's cancel
+/// lost) never gives a token a second slot, nor a slot on a lease in use elsewhere: the
+/// store does not send it again to the next member, and revokes its lease (and waits for
+/// the answer) before the token tries again, so the late copy finds no lease to bind to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_a_member_runs_late_takes_no_slot() {
+    use leader::store::ReleaseOutcome;
+    use support::proxy::{Fault, Proxy};
+
+    let cluster = EtcdCluster::start(3).await;
+    let proxy = Proxy::start(cluster.members[0].client_port).await;
+    let endpoints = [
+        format!("127.0.0.1:{}", proxy.port),
+        cluster.members[1].endpoint(),
+        cluster.members[2].endpoint(),
+    ];
+    let url = format!("etcd://{}", endpoints.join(","));
+    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    let key = "leader:held-back";
+    let lease = 10 * SECOND;
+    // A grant and its release: the store keeps the lease, and its next acquire of the group
+    // guesses the freed index, straight to a transaction, on member 1.
+    let first = token();
+    assert!(matches!(
+        store.acquire(request_for(key, 3, first, lease)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    assert_eq!(store.release(key, first, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    proxy.set(Fault::HoldRequests);
+    let held = token();
+    let attempt = store.acquire(request_for(key, 3, held, lease)).await;
+    // Whatever the first attempt answered, the token takes one slot at most, and gives it
+    // back.
+    let granted = match attempt {
+        Ok(AcquireOutcome::Granted(_)) => true,
+        Ok(other) => panic!("{other:?}"),
+        Err(error) => {
+            assert!(error.is_transient(), "{error:?}");
+            let again = store.acquire(request_for(key, 3, held, lease)).await.unwrap();
+            matches!(again, AcquireOutcome::Granted(_))
+        }
+    };
+    assert!(granted, "granted on the other members");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    // Member 1 now runs what it held back.
+    proxy.set(Fault::None);
+    sleep(2 * SECOND).await;
+    let observer = EtcdStore::builder(cluster.url()).connect().await.unwrap();
+    let state = observer.state(key).await.unwrap();
+    assert!(state.leaders.is_empty() && state.pending.is_empty(), "a late slot: {state:?}");
+    // And the group takes its whole size from others.
+    for _ in 0..3 {
+        let outcome = observer.acquire(request_for(key, 3, token(), lease)).await.unwrap();
+        assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+    }
+}
+
+/// A release whose reply was lost (the member ran it, the answer never came back) still
+/// answers that it released: the store revokes the slot's lease rather than sending the
+/// transaction again and reading its own work as "not held".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_reply_was_lost_answers_released() {
+    use leader::store::ReleaseOutcome;
+    use support::proxy::{Fault, Proxy};
+
+    let cluster = EtcdCluster::start(3).await;
+    let proxy = Proxy::start(cluster.members[0].client_port).await;
+    let endpoints = [
+        format!("127.0.0.1:{}", proxy.port),
+        cluster.members[1].endpoint(),
+        cluster.members[2].endpoint(),
+    ];
+    let url = format!("etcd://{}", endpoints.join(","));
+    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    let key = "leader:lost-reply";
+    let held = token();
+    assert!(matches!(
+        store.acquire(request_for(key, 1, held, 10 * SECOND)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    proxy.set(Fault::DropReplies);
+    let released = store.release(key, held, Duration::ZERO).await.unwrap();
+    proxy.set(Fault::None);
+    assert_eq!(released, ReleaseOutcome::Released);
+    let observer = EtcdStore::builder(cluster.url()).connect().await.unwrap();
+    assert!(observer.state(key).await.unwrap().leaders.is_empty());
 }

@@ -41,8 +41,11 @@ async fn keys_under(server: &EtcdServer, prefix: &str) -> Vec<String> {
     reply.kvs().iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect()
 }
 
+/// A group nobody uses leaves nothing: a release deletes its slot and marker at once; a
+/// holder that never released leaves its marker (and the group's size) on a marker lease,
+/// which runs out ten TTLs later (ten seconds at least); and no lease is left behind.
 #[tokio::test]
-async fn an_idle_group_keeps_only_its_size_and_how_each_slot_was_left() {
+async fn an_idle_group_leaves_nothing_once_its_markers_ran_out() {
     let (store, server) = solo().await;
     let key = "leader:idle";
     let (first, second) = (token(), token());
@@ -50,18 +53,24 @@ async fn an_idle_group_keeps_only_its_size_and_how_each_slot_was_left() {
     store.acquire(request_for(key, 3, second, SECOND)).await.unwrap();
     assert_eq!(keys_under(&server, key).await.len(), 1 + 2 * 2, "max, and 2 keys per slot");
     store.release(key, first, Duration::ZERO).await.unwrap();
-    // The other one expires (its keys go within about half a second of the lease).
-    let deadline = Instant::now() + 10 * SECOND;
-    while keys_under(&server, key).await.len() > 3 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Left: the group's size, and how each of the two slot indices it used was left.
     let left = keys_under(&server, key).await;
-    let lasts = left.iter().filter(|key| key.starts_with("leader:idle last ")).count();
-    assert!(left.len() == 3 && lasts == 2 && left.contains(&"leader:idle max".into()), "{left:?}");
-    // Its leases went too: the cluster keeps none of them.
+    assert_eq!(left.len(), 3, "a release takes its slot and its marker: {left:?}");
+    // The other one expires (its slot goes within about half a second of the lease); its
+    // marker and the size stay until their marker lease runs out.
     let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
-    assert!(client.leases().await.unwrap().leases().is_empty(), "a lease was left");
+    let deadline = Instant::now() + 30 * SECOND;
+    loop {
+        let (left, leases) = (keys_under(&server, key).await, client.leases().await.unwrap());
+        if left.is_empty() && leases.leases().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left after 30 s: {left:?}, {} leases",
+            leases.leases().len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]
@@ -231,10 +240,17 @@ async fn a_kept_lease_revoked_meanwhile_is_replaced() {
     let first = token();
     granted_fence(store.acquire(request(key, 1, first)).await.unwrap());
     store.release(key, first, Duration::ZERO).await.unwrap();
-    // The released slot's lease is kept for the next grant; revoke it behind the store's back.
+    // The released slot's lease is kept for the next grant (beside the marker lease, of ten
+    // TTLs); revoke it behind the store's back.
     let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
     let leases = client.leases().await.unwrap();
-    let kept: Vec<i64> = leases.leases().iter().map(|lease| lease.id()).collect();
+    let mut kept = Vec::new();
+    for lease in leases.leases() {
+        let life = client.lease_time_to_live(lease.id(), None).await.unwrap();
+        if life.granted_ttl() < 20 {
+            kept.push(lease.id());
+        }
+    }
     assert_eq!(kept.len(), 1, "one kept lease: {kept:?}");
     client.lease_revoke(kept[0]).await.unwrap();
     // The next grant (which would use it) takes a new lease instead.
@@ -315,4 +331,238 @@ async fn a_leadership_with_a_lease_the_cluster_cannot_keep_reports_the_refusal()
     assert!(leadership.status().failure.is_some() && !leadership.is_leader());
     assert!(!leadership.health().is_healthy(), "{:?}", leadership.health());
     leadership.stop().await;
+}
+
+/// Waits for a grant of `key` (a group of one) under a new token, retrying a full group
+/// every 50 ms; the grant and its token.
+async fn granted_when_free(
+    store: &EtcdStore,
+    key: &str,
+    lease: Duration,
+) -> (leader::store::Grant, leader::LeaseToken) {
+    let next = token();
+    loop {
+        match store.acquire(request_for(key, 1, next, lease)).await.unwrap() {
+            AcquireOutcome::Granted(grant) => return (grant, next),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// A release by a process that was not granted the slot (another store, with the holder's
+/// token, as `leader release` from an operator's shell does) keeps the lock-delay: the
+/// holder's next renewal is refused, and nobody else is granted the slot before the
+/// holder's deadline has passed.
+#[tokio::test]
+async fn a_release_by_another_process_keeps_the_lock_delay() {
+    let (holder, server) = solo().await;
+    let lease = 3 * SECOND;
+    let key = "leader:released-by-another";
+    let held = token();
+    let sent = Instant::now();
+    granted_fence(holder.acquire(request_for(key, 1, held, lease)).await.unwrap());
+    let operator = EtcdStore::connect(&server.url()).await.unwrap();
+    let released = operator.release(key, held, Duration::ZERO).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Kept { .. }), "{released:?}");
+    assert_eq!(holder.renew(key, held, lease).await.unwrap(), RenewOutcome::NotHeld);
+    let third = EtcdStore::connect(&server.url()).await.unwrap();
+    timeout(20 * SECOND, granted_when_free(&third, key, lease)).await.expect("granted in the end");
+    assert!(sent.elapsed() >= lease, "granted {:?} after the holder's request", sent.elapsed());
+}
+
+/// A grant under a new size waits for the holders the new size leaves out: a holder of
+/// index 3 of a group of 4 whose lease was revoked early may still act, so a group of 1
+/// taken meanwhile waits its TTL before it is acted on.
+#[tokio::test]
+async fn a_change_of_size_waits_for_every_holder_that_may_still_act() {
+    let (store, server) = solo().await;
+    let key = "leader:resized";
+    let lease = 3 * SECOND;
+    for _ in 0..4 {
+        granted_fence(store.acquire(request_for(key, 4, token(), lease)).await.unwrap());
+    }
+    // Every slot but the one of index 3 is released; that one has its lease revoked behind
+    // its holder's back (as a resumed, stale Raft leader does).
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let slots =
+        client.get(format!("{key} slot "), Some(GetOptions::new().with_prefix())).await.unwrap();
+    let mut last = None;
+    for kv in slots.kvs() {
+        let name = String::from_utf8_lossy(kv.key()).into_owned();
+        let value = String::from_utf8_lossy(kv.value()).into_owned();
+        let held: leader::LeaseToken = value.split(' ').next().unwrap().parse().unwrap();
+        if name.ends_with(" 3") {
+            last = Some(kv.lease());
+        } else {
+            assert_eq!(
+                store.release(key, held, Duration::ZERO).await.unwrap(),
+                ReleaseOutcome::Released
+            );
+        }
+    }
+    client.lease_revoke(last.expect("index 3 was granted")).await.unwrap();
+    let revoked_at = Instant::now();
+    let (grant, _) = timeout(20 * SECOND, granted_when_free(&store, key, lease)).await.unwrap();
+    assert!(grant.fence > 0);
+    assert!(
+        revoked_at.elapsed() >= lease - Duration::from_millis(100),
+        "a group of one acted on {:?} after the revocation",
+        revoked_at.elapsed()
+    );
+}
+
+/// A marker the store did not write is refused naming its key; nothing waits on it.
+#[tokio::test]
+async fn a_marker_the_store_did_not_write_is_refused_naming_it() {
+    let (store, server) = solo().await;
+    let key = "leader:tampered";
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    client.put(format!("{key} last 0"), "held 1x", None).await.unwrap();
+    let started = Instant::now();
+    let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+    assert!(started.elapsed() < 5 * SECOND, "waited {:?}", started.elapsed());
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert!(err.to_string().contains("leader:tampered last 0"), "{err}");
+    client.put(format!("{key} last 0"), "held 99999999999", None).await.unwrap();
+    let err = store.acquire(request(key, 1, token())).await.unwrap_err();
+    assert!(err.to_string().contains("last 0"), "{err}");
+    assert!(store.state(key).await.is_err(), "a read refuses it too");
+}
+
+/// During a takeover's lock-delay the new slot is pending: `state()` and observers in other
+/// stores never name its candidate as a leader before its grant returns; then they do. A
+/// candidate dropped during the delay leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_in_its_lock_delay_is_pending_not_a_leader() {
+    let (store, server) = solo().await;
+    let key = "leader:pending";
+    let lease = 2 * SECOND;
+    granted_fence(store.acquire(request_for(key, 1, token(), lease)).await.unwrap());
+    // The holder vanishes without a release; a candidate on another store takes over.
+    let watcher: leader::store::SharedStore =
+        std::sync::Arc::new(EtcdStore::connect(&server.url()).await.unwrap());
+    let keys = leader::KeyOptions::new().exact_key(key);
+    let observer =
+        leader::GroupObserver::start_with_keys(&watcher, "pending", &keys).await.unwrap();
+    let taker = |store: EtcdStore| async move {
+        let held = token();
+        loop {
+            let mut request = request_for(key, 1, held, lease);
+            request.holder = "taker";
+            match store.acquire(request).await.unwrap() {
+                AcquireOutcome::Granted(grant) => return (grant, store),
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    };
+    let taking = tokio::spawn(taker(EtcdStore::connect(&server.url()).await.unwrap()));
+    let names_taker = |slots: &[leader::SlotInfo]| slots.iter().any(|slot| slot.holder == "taker");
+    let mut saw_pending = false;
+    loop {
+        let (state, current) = (watcher.state(key).await.unwrap(), observer.current());
+        if taking.is_finished() {
+            break;
+        }
+        assert!(!names_taker(&state.leaders), "state named a pending slot a leader: {state:?}");
+        assert!(!names_taker(&current.leaders), "an observer named it a leader: {current:?}");
+        saw_pending |= names_taker(&state.pending);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (grant, candidate) = taking.await.unwrap();
+    assert!(saw_pending, "the takeover's slot was never seen pending");
+    let after = watcher.state(key).await.unwrap();
+    assert_eq!(after.leaders.iter().map(|slot| slot.fence).collect::<Vec<_>>(), [grant.fence]);
+    assert!(after.pending.is_empty());
+
+    // A candidate dropped during its delay leaves nothing behind it.
+    let revoked = watcher
+        .revoke(
+            key,
+            leader::store::SlotRef::Fence(grant.fence),
+            leader::store::Revocation::AtExpiry,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(revoked, ReleaseOutcome::Kept { .. }), "{revoked:?}");
+    drop(candidate);
+    let quitter = EtcdStore::connect(&server.url()).await.unwrap();
+    let dropped = timeout(SECOND, quitter.acquire(request_for(key, 1, token(), lease))).await;
+    assert!(dropped.is_err(), "granted during its lock-delay: {dropped:?}");
+    support::eventually(5 * SECOND, "the abandoned slot is gone", || async {
+        let state = watcher.state(key).await.unwrap();
+        state.leaders.is_empty() && state.pending.is_empty()
+    })
+    .await;
+}
+
+/// Renewals use one keep-alive stream per lease, not one per renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_share_one_keep_alive_stream() {
+    let (store, server) = solo().await;
+    let streams = || {
+        server
+            .member
+            .metric_with("grpc_server_started_total", "grpc_method=\"LeaseKeepAlive\"")
+            .unwrap_or(0.0)
+    };
+    let before = streams();
+    let options = leader::LeaderElectionOptions::new().lease_time(3 * SECOND).auto_extend(true);
+    let elector = leader::LeaderElector::new(store, options).unwrap();
+    let ran = elector
+        .run_if_leader("streamed", |lease| async move {
+            tokio::time::sleep(6 * SECOND).await;
+            lease.is_lost()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ran.elected(), Some(false), "renewed throughout");
+    let opened = streams() - before;
+    assert!(opened <= 2.0, "{opened} keep-alive streams for one slot's renewals");
+}
+
+/// Smaller: a grant's `expires_in` never exceeds its TTL; a prefix without a separator gets
+/// one, so `ap` + `px` is never `app` + `x`; `state()` never reports more time than is left.
+#[tokio::test]
+async fn a_grant_a_prefix_and_a_state_report_no_more_than_is_true() {
+    let (store, server) = solo().await;
+    for _ in 0..3 {
+        let grant = store.acquire(request_for("leader:ttl", 3, token(), 2 * SECOND)).await.unwrap();
+        let AcquireOutcome::Granted(grant) = grant else { panic!("{grant:?}") };
+        assert!(grant.expires_in <= 2 * SECOND, "{grant:?}");
+    }
+    let state = store.state("leader:ttl").await.unwrap();
+    assert!(state.leaders.iter().all(|slot| slot.expires_in <= 2 * SECOND), "{state:?}");
+    let app = EtcdStore::connect(&format!("{}/ap", server.url())).await.unwrap();
+    assert_eq!(app.prefix(), "ap/");
+    let other = EtcdStore::builder(server.url()).prefix("app").build().unwrap();
+    granted_fence(other.acquire(request("x", 1, token())).await.unwrap());
+    assert!(app.state("px").await.unwrap().leaders.is_empty(), "another store's group");
+    assert!(app.list_groups("", "").await.unwrap().is_empty());
+}
+
+/// Past etcd's space quota (its NOSPACE alarm), a holder's release still frees its slot:
+/// the release writes nothing, only deletes. A grant is refused meanwhile, naming the
+/// cause (only an operator helps: compaction, defragmentation, a larger quota).
+#[tokio::test]
+async fn a_release_frees_its_slot_past_the_space_quota() {
+    let server = EtcdServer::start_with(&["--quota-backend-bytes", "524288"]);
+    let store = EtcdStore::connect(&server.url()).await.unwrap();
+    let key = "leader:quota";
+    let held = token();
+    granted_fence(store.acquire(request_for(key, 2, held, 10 * SECOND)).await.unwrap());
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let filler = vec![b'x'; 64 * 1024];
+    let mut full = false;
+    for i in 0..200 {
+        if let Err(error) = client.put(format!("filler {i}"), filler.clone(), None).await {
+            assert!(error.to_string().contains("space exceeded"), "{error}");
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "the quota was never reached");
+    let refused = store.acquire(request_for(key, 2, token(), 10 * SECOND)).await.unwrap_err();
+    assert!(refused.to_string().contains("space exceeded"), "{refused}");
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    assert!(store.state(key).await.unwrap().leaders.is_empty());
 }

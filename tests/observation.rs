@@ -343,6 +343,6 @@ async fn a_store_and_a_name_are_enough_to_observe() {
     assert_eq!((state.max_leaders, state.available_slots()), (Some(3), Some(2)));
     assert!(pool.leader().is_none(), "not a single-leader group");
     done.send(()).unwrap();
-    working.await.unwrap().unwrap();
+    assert!(working.await.unwrap().unwrap().is_elected());
     assert_eq!(pool.changed().await.unwrap().max_leaders, None, "empty again: unknown");
 }

@@ -6,24 +6,34 @@ use leader::store::GroupSnapshot;
 
 /// The state of `group` (key `key`) as a table.
 pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
+    let pending = match snapshot.pending.len() {
+        0 => String::new(),
+        n => format!(", {n} pending (granted, not acting yet: a lock-delay)"),
+    };
     let mut out = match snapshot.max_leaders {
-        Some(max) => {
-            format!("group {group} (key {key}): {} of {max} slots held\n", snapshot.leaders.len())
-        }
+        Some(max) => format!(
+            "group {group} (key {key}): {} of {max} slots held{pending}\n",
+            snapshot.leaders.len()
+        ),
         None => format!("group {group} (key {key}): no live slots\n"),
     };
-    if snapshot.leaders.is_empty() {
+    if snapshot.leaders.is_empty() && snapshot.pending.is_empty() {
         return out;
     }
-    let holder_width =
-        snapshot.leaders.iter().map(|s| s.holder.len()).max().unwrap_or(0).max("HOLDER".len());
+    let every = snapshot.leaders.iter().chain(&snapshot.pending);
+    let holder_width = every.map(|s| s.holder.len()).max().unwrap_or(0).max("HOLDER".len());
     out.push_str(&format!(
         "{:<holder_width$}  {:>20}  {:<20}  {:>10}\n",
         "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES IN"
     ));
-    for slot in &snapshot.leaders {
+    let rows = snapshot
+        .leaders
+        .iter()
+        .map(|slot| (slot, ""))
+        .chain(snapshot.pending.iter().map(|slot| (slot, "  (pending)")));
+    for (slot, note) in rows {
         out.push_str(&format!(
-            "{:<holder_width$}  {:>20}  {:<20}  {:>10}\n",
+            "{:<holder_width$}  {:>20}  {:<20}  {:>10}{note}\n",
             slot.holder,
             slot.fence,
             humantime::format_rfc3339_seconds(slot.acquired_at).to_string(),
@@ -35,24 +45,21 @@ pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
 
 /// The state of `group` as JSON.
 pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Value {
-    let slots: Vec<serde_json::Value> = snapshot
-        .leaders
-        .iter()
-        .map(|slot| {
-            serde_json::json!({
-                "holder": slot.holder,
-                "fence": slot.fence,
-                "acquired_at": humantime::format_rfc3339_millis(slot.acquired_at).to_string(),
-                "expires_in_ms": slot.expires_in.as_millis() as u64,
-            })
+    let slot = |slot: &leader::SlotInfo| {
+        serde_json::json!({
+            "holder": slot.holder,
+            "fence": slot.fence,
+            "acquired_at": humantime::format_rfc3339_millis(slot.acquired_at).to_string(),
+            "expires_in_ms": slot.expires_in.as_millis() as u64,
         })
-        .collect();
+    };
     serde_json::json!({
         "group": group,
         "key": key,
         "max_leaders": snapshot.max_leaders,
         "active": snapshot.leaders.len(),
-        "slots": slots,
+        "slots": snapshot.leaders.iter().map(slot).collect::<Vec<_>>(),
+        "pending": snapshot.pending.iter().map(slot).collect::<Vec<_>>(),
     })
 }
 

@@ -49,7 +49,11 @@ pub async fn run(
 
 /// One change: the time, then the table (or one JSON object on one line).
 fn show(state: &LeaderGroupState, json: bool, redraw_in_place: bool) -> Result<(), Failure> {
-    let snapshot = GroupSnapshot { max_leaders: state.max_leaders, leaders: state.leaders.clone() };
+    let snapshot = GroupSnapshot {
+        max_leaders: state.max_leaders,
+        leaders: state.leaders.clone(),
+        pending: state.pending.clone(),
+    };
     let at = humantime::format_rfc3339_millis(SystemTime::now());
     let mut out = std::io::stdout().lock();
     if json {

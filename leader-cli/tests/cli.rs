@@ -427,3 +427,56 @@ async fn state_groups_release_and_watch_work_on_etcd() {
     watcher.kill().unwrap();
     let _ = watcher.wait();
 }
+
+/// Observed from another process during a takeover's lock-delay on etcd: the candidate is
+/// pending, never named as the group's holder before its grant returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
+    use leader::EtcdStore;
+    use leader_testkit::etcd::EtcdServer;
+
+    let server = EtcdServer::start();
+    let url = format!("{}/cli/", server.url());
+    let store = EtcdStore::connect(&url).await.unwrap();
+    let lease = Duration::from_secs(2);
+    let one = std::num::NonZeroU32::new(1).unwrap();
+    let crashed = AcquireRequest::new(
+        "leader:delayed",
+        one,
+        LeaseToken::generate().unwrap(),
+        "crashed",
+        lease,
+    );
+    assert!(matches!(store.acquire(crashed).await.unwrap(), AcquireOutcome::Granted(_)));
+    let candidate = EtcdStore::connect(&url).await.unwrap();
+    let taking = tokio::spawn(async move {
+        let token = LeaseToken::generate().unwrap();
+        loop {
+            let request = AcquireRequest::new("leader:delayed", one, token, "successor", lease);
+            if let AcquireOutcome::Granted(grant) = candidate.acquire(request).await.unwrap() {
+                return grant.fence;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let mut saw_pending = false;
+    while !taking.is_finished() {
+        let output = leader(&url, &["state", "delayed", "--json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        if taking.is_finished() {
+            break; // granted meanwhile: this read may already name it
+        }
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let named = |list: &str| {
+            json[list].as_array().unwrap().iter().any(|slot| slot["holder"] == "successor")
+        };
+        assert!(!named("slots"), "named as a holder during its lock-delay: {json}");
+        saw_pending |= named("pending");
+    }
+    let fence = taking.await.unwrap();
+    assert!(saw_pending, "never seen pending");
+    let output = leader(&url, &["state", "delayed", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["slots"][0]["holder"], "successor", "{json}");
+    assert_eq!(json["slots"][0]["fence"], fence);
+}

@@ -234,6 +234,7 @@ impl LeaderGroupElector {
             max_leaders: snapshot.max_leaders,
             active_count: snapshot.leaders.len() as u32,
             leaders: snapshot.leaders,
+            pending: snapshot.pending,
         })
     }
 }

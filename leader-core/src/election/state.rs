@@ -24,25 +24,33 @@ pub struct LeaderGroupState {
     /// How many slots the group has, as its live slots were granted under; `None` while no
     /// slot is live (the store keeps no size for an empty group).
     pub max_leaders: Option<u32>,
-    /// How many slots are held (the length of `leaders`).
+    /// How many slots are held by holders that may act (the length of `leaders`).
     pub active_count: u32,
-    /// The live slots, earliest grant first.
+    /// The live slots whose holders may act, earliest grant first.
     pub leaders: Vec<SlotInfo>,
+    /// Slots granted to candidates that may not act on them yet (etcd's lock-delay after a
+    /// takeover): they count against `max_leaders`, but their holders do not lead yet.
+    pub pending: Vec<SlotInfo>,
 }
 
 impl LeaderGroupState {
-    /// Slots free now; `None` when the group's size is unknown (no slot is live).
+    /// Slots free now (pending ones count as taken); `None` when the group's size is
+    /// unknown (no slot is live).
     pub fn available_slots(&self) -> Option<u32> {
-        self.max_leaders.map(|max| max.saturating_sub(self.active_count))
+        self.max_leaders.map(|max| max.saturating_sub(self.taken()))
     }
 
-    /// Whether every slot is held.
+    /// Whether every slot is taken (pending ones included).
     pub fn is_full(&self) -> bool {
-        self.max_leaders.is_some_and(|max| self.active_count >= max)
+        self.max_leaders.is_some_and(|max| self.taken() >= max)
     }
 
-    /// Whether no slot is held.
+    fn taken(&self) -> u32 {
+        self.active_count.saturating_add(self.pending.len() as u32)
+    }
+
+    /// Whether no slot is held (pending ones included).
     pub fn is_empty(&self) -> bool {
-        self.active_count == 0
+        self.active_count == 0 && self.pending.is_empty()
     }
 }

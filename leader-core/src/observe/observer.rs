@@ -176,8 +176,8 @@ impl GroupObserver {
             Some(read) => (read.snapshot.clone(), read.sent_at.elapsed()),
             None => (Default::default(), std::time::Duration::ZERO),
         };
-        let mut leaders = snapshot.leaders;
-        for slot in &mut leaders {
+        let (mut leaders, mut pending) = (snapshot.leaders, snapshot.pending);
+        for slot in leaders.iter_mut().chain(&mut pending) {
             slot.expires_in = slot.expires_in.saturating_sub(elapsed);
         }
         LeaderGroupState {
@@ -186,6 +186,7 @@ impl GroupObserver {
             max_leaders: snapshot.max_leaders,
             active_count: leaders.len() as u32,
             leaders,
+            pending,
         }
     }
 }

@@ -133,7 +133,12 @@ async fn read_changes(store: SharedStore, key: String, seen: watch::Sender<Seen>
                 // reply: from the reply, the look comes after the expiry, so one read
                 // confirms it.
                 let replied_at = Instant::now();
-                let nearest = snapshot.leaders.iter().map(|slot| slot.expires_in).min();
+                let nearest = snapshot
+                    .leaders
+                    .iter()
+                    .chain(&snapshot.pending)
+                    .map(|slot| slot.expires_in)
+                    .min();
                 shared(&seen, &key, Read { snapshot, sent_at });
                 nearest.map(|expires_in| replied_at + expires_in + AFTER_EXPIRY)
             }
@@ -200,11 +205,13 @@ fn failed(seen: &watch::Sender<Seen>, key: &str, error: Error) {
 }
 
 /// Whether two reads show the same holders: the same slots (holder and fence) under the
-/// same `max_leaders`.
+/// same `max_leaders`, leading and pending alike.
 fn same_holders(a: &GroupSnapshot, b: &GroupSnapshot) -> bool {
-    a.max_leaders == b.max_leaders
-        && a.leaders.len() == b.leaders.len()
-        && a.leaders.iter().zip(&b.leaders).all(|(a, b)| a.holder == b.holder && a.fence == b.fence)
+    let same = |a: &[crate::SlotInfo], b: &[crate::SlotInfo]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(a, b)| a.holder == b.holder && a.fence == b.fence)
+    };
+    a.max_leaders == b.max_leaders && same(&a.leaders, &b.leaders) && same(&a.pending, &b.pending)
 }
 
 #[cfg(test)]

@@ -344,7 +344,7 @@ impl LeaseStore for MemoryStore {
         slots.sort_by_key(|slot| slot.fence);
         let max_leaders = (!slots.is_empty()).then_some(group.max_leaders);
         groups.forget_if_unused(key);
-        Ok(GroupSnapshot { max_leaders, leaders: slots })
+        Ok(GroupSnapshot { max_leaders, leaders: slots, pending: Vec::new() })
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

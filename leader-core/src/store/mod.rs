@@ -222,8 +222,12 @@ pub enum Revocation {
 pub struct GroupSnapshot {
     /// The `max_leaders` the live slots were granted under; `None` when no slot is live.
     pub max_leaders: Option<u32>,
-    /// The live slots, earliest grant first.
+    /// The live slots whose holders may act, earliest grant first.
     pub leaders: Vec<SlotInfo>,
+    /// Slots granted to candidates that may not act on them yet (etcd's lock-delay after a
+    /// takeover): they count against `max_leaders`, but their holders do not lead yet.
+    /// Empty on every other store.
+    pub pending: Vec<SlotInfo>,
 }
 
 /// One live slot, as state reports it (without its token).

@@ -26,6 +26,11 @@ pub enum Fault {
     BlackHole,
     /// Every chunk, both ways, is delivered this much later (order is kept).
     Latency(Duration),
+    /// The client's requests are held back (its connection stays open and quiet) until
+    /// the fault is lifted; then they flow on, except HTTP/2 stream resets (`RST_STREAM`),
+    /// which are dropped: a member whose link stalled and that never learnt the client gave
+    /// up, so a request it gets late still runs. Replies flow as usual.
+    HoldRequests,
 }
 
 /// A proxy from `127.0.0.1:port` to `127.0.0.1:upstream`, stopped on drop.
@@ -156,8 +161,20 @@ async fn pump(
     };
     let reader = async move {
         let mut buffer = vec![0u8; 64 * 1024];
+        // The requests of an HTTP/2 connection, split into frames, and those held back.
+        let mut frames = (!replies).then(H2Frames::default);
+        let mut held: Vec<Vec<u8>> = Vec::new();
         loop {
             let Some(current) = wait_out_black_hole(&mut fault).await else { return };
+            if current != Fault::HoldRequests && !held.is_empty() {
+                // Lifted: what was held flows on, without the resets sent meanwhile.
+                let http2 = frames.as_ref().is_some_and(|frames| frames.http2 == Some(true));
+                for frame in held.drain(..).filter(|frame| !(http2 && is_reset(frame))) {
+                    if chunks.send((Instant::now(), frame)).is_err() {
+                        return;
+                    }
+                }
+            }
             let n = tokio::select! {
                 read = from.read(&mut buffer) => match read {
                     Ok(n @ 1..) => n,
@@ -173,8 +190,19 @@ async fn pump(
                 Fault::Latency(delay) => delay,
                 _ => Duration::ZERO,
             };
-            if chunks.send((Instant::now() + delay, buffer[..n].to_vec())).is_err() {
-                return;
+            let chunk = buffer[..n].to_vec();
+            let Some(splitter) = frames.as_mut() else {
+                if chunks.send((Instant::now() + delay, chunk)).is_err() {
+                    return;
+                }
+                continue;
+            };
+            for frame in splitter.push(&chunk) {
+                if current == Fault::HoldRequests {
+                    held.push(frame);
+                } else if chunks.send((Instant::now() + delay, frame)).is_err() {
+                    return;
+                }
             }
         }
     };
@@ -182,6 +210,60 @@ async fn pump(
         () = writer => {}
         () = reader => {}
     }
+}
+
+/// Splits a client's bytes into HTTP/2 frames (the connection preface counts as one), so
+/// requests can be held back and resets dropped whole; bytes of any other protocol pass as
+/// they come.
+#[derive(Default)]
+struct H2Frames {
+    /// Whether the connection began with the HTTP/2 preface (`None`: not known yet).
+    http2: Option<bool>,
+    pending: Vec<u8>,
+}
+
+/// What every HTTP/2 connection begins with.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl H2Frames {
+    /// The whole frames `bytes` complete; a partial one waits for the rest.
+    fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.pending.extend_from_slice(bytes);
+        if self.http2.is_none() {
+            if self.pending.len() < PREFACE.len() && PREFACE.starts_with(&self.pending) {
+                return Vec::new();
+            }
+            let http2 = self.pending.starts_with(PREFACE);
+            self.http2 = Some(http2);
+            if http2 {
+                let rest = self.pending.split_off(PREFACE.len());
+                let preface = std::mem::replace(&mut self.pending, rest);
+                let mut frames = vec![preface];
+                frames.extend(self.push(&[]));
+                return frames;
+            }
+        }
+        if self.http2 == Some(false) {
+            return vec![std::mem::take(&mut self.pending)];
+        }
+        let mut frames = Vec::new();
+        while self.pending.len() >= 9 {
+            let length = usize::from(self.pending[0]) << 16
+                | usize::from(self.pending[1]) << 8
+                | usize::from(self.pending[2]);
+            if self.pending.len() < 9 + length {
+                break;
+            }
+            let rest = self.pending.split_off(9 + length);
+            frames.push(std::mem::replace(&mut self.pending, rest));
+        }
+        frames
+    }
+}
+
+/// Whether an HTTP/2 frame is a stream reset (`RST_STREAM`, type 3).
+fn is_reset(frame: &[u8]) -> bool {
+    frame.len() >= 9 && frame[3] == 0x3 && !frame.starts_with(PREFACE)
 }
 
 /// Waits while the fault is a black hole; returns the fault then in force, or `None` if the
@@ -193,5 +275,27 @@ async fn wait_out_black_hole(fault: &mut watch::Receiver<Fault>) -> Option<Fault
             return Some(current);
         }
         fault.changed().await.ok()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http2_requests_split_into_frames_and_resets_are_known() {
+        let mut frames = H2Frames::default();
+        let reset = [0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 8];
+        let data = [0, 0, 2, 0, 1, 0, 0, 0, 1, 7, 7];
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend_from_slice(&data);
+        bytes.extend_from_slice(&reset[..5]);
+        let split = frames.push(&bytes);
+        assert_eq!(split, [PREFACE.to_vec(), data.to_vec()]);
+        let rest = frames.push(&reset[5..]);
+        assert_eq!(rest, [reset.to_vec()]);
+        assert!(is_reset(&rest[0]) && !is_reset(&split[1]));
+        let mut other = H2Frames::default();
+        assert_eq!(other.push(b"*1\r\n$4\r\nPING\r\n"), [b"*1\r\n$4\r\nPING\r\n".to_vec()]);
     }
 }

@@ -1,17 +1,27 @@
 //! Acquire: take a free index in one transaction, reading the group first unless a slot
 //! was just freed (see `hints.rs`).
 //!
-//! - **Guess** (a slot of the group was just freed): one transaction, *if* the guessed
-//!   index is free, a release freed it and the group's `max_leaders` is the request's,
-//!   *then* write the slot key on the lease and mark the index held; *else* read the group,
-//!   and go on as below. With a lease the store kept from a released slot (kept alive
-//!   within the last third of its TTL), a grant is **one round trip** and one Raft write.
+//! - **Guess** (a slot of the group was just freed, at revision R): one transaction that
+//!   takes the freed index *if* nothing happened in the group since R, *then* writes the
+//!   slot key on the lease and the index's marker; *else* it reads the group, and goes on as
+//!   below. With a lease the store kept from a released slot (kept alive within the last
+//!   third of its TTL), a grant is **one round trip** and one Raft write.
 //! - **Read first** (otherwise): read the group's range (a linearizable read: no Raft
 //!   write) and answer a full group, a mismatched `max_leaders` and a token that already
 //!   holds a slot from it: one round trip, nothing written. Otherwise one transaction that
-//!   takes a free index if the group is still as read (the index, its `last` key and the
-//!   `max` key unchanged); a released index before one taken over, whose grant records the
-//!   previous holder's TTL and waits it out (the lock-delay).
+//!   takes a free index if nothing happened in the group since the read; an index whose
+//!   holder never released it (or a size that leaves such an index out) makes the grant
+//!   wait out that holder's TTL before it is acted on (the lock-delay).
+//!
+//! **Why a late commit is safe.** Every granting transaction is decided on the group as it
+//! was at one revision R (the read's, or the release's that freed the guessed index) and
+//! commits only if, since R, no slot was created and no marker written in the group (two
+//! range compares), and the index's slot is absent. So a transaction that commits late,
+//! after a member held it back, finds the group as it was at R, minus slots that went
+//! since: never a slot too many, never a size beside another, never a lock-delay skipped.
+//! And a lease named by a transaction that did not answer is revoked, the answer awaited,
+//! before the token tries again (see `hints.rs`), so a late commit never gives a token a
+//! second slot, nor a slot on a lease in use elsewhere.
 //!
 //! etcd needs the lease before the transaction that binds keys to it: without a kept lease,
 //! a grant is a lease grant (a Raft write too) and then the transaction.
@@ -24,7 +34,7 @@ use tokio::time::Instant;
 use super::EtcdStore;
 use super::group::Group;
 use super::hints::FirstStep;
-use super::layout::{self, GroupKeys, LastHolder, Slot};
+use super::layout::{self, GroupKeys, Slot, SlotValue, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
 use super::slots::Held;
 use crate::Error;
@@ -32,8 +42,29 @@ use crate::store::bound::Bound;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
 
 /// How many transactions one acquire makes before it reports the group full: each failed one
-/// means another candidate took the index it chose.
+/// means another candidate changed the group first.
 const MAX_ROUNDS: usize = 16;
+
+/// What a guess came to.
+enum Guessed {
+    Granted(AcquireOutcome),
+    /// Not taken: the group as the transaction's else branch read it, and the lease, for
+    /// the next step.
+    Read(Group, Option<NewLease>),
+}
+
+/// A grant made, before it is returned.
+struct Made {
+    lease: NewLease,
+    marker: NewLease,
+    index: u32,
+    fence: i64,
+    acquired_at: SystemTime,
+    delay: Option<i64>,
+    /// The markers beyond the group's size its lock-delay waits out, deleted once it is
+    /// over.
+    outgrown: Vec<u32>,
+}
 
 impl EtcdStore {
     pub(crate) async fn take_slot(
@@ -42,60 +73,70 @@ impl EtcdStore {
         keys: &GroupKeys,
         ttl: i64,
     ) -> Result<AcquireOutcome, Error> {
-        // A token that holds a slot, or whose last acquire may have been granted unseen (an
-        // error, or a call dropped mid-way), reads first: a guess could give it a second.
-        let read_first =
-            self.held_token(request.token) || self.inner.hints.uncertain(request.token);
-        // Until this acquire answers, it may be granted unseen: a retry must read first.
-        self.inner.hints.attempting(request.token);
-        let taken = self.try_slot(request, keys, ttl, read_first).await;
-        if taken.is_ok() {
-            self.inner.hints.answered(request.token);
-        }
-        taken
-    }
-
-    async fn try_slot(
-        &self,
-        request: AcquireRequest<'_>,
-        keys: &GroupKeys,
-        ttl: i64,
-        read_first: bool,
-    ) -> Result<AcquireOutcome, Error> {
         let started = Instant::now();
         let bound = self.bound("acquire");
-        let hints = &self.inner.hints;
-        let first_step = match read_first {
+        // Whatever an unanswered attempt of this token bound is gone first.
+        self.settle(&bound, request.token).await?;
+        let first_step = match self.held_token(request.token) {
             true => FirstStep::Read,
-            false => hints.first_step(&keys.range),
+            false => self.inner.hints.first_step(&keys.range),
         };
         let (group, lease) = match first_step {
-            FirstStep::Guess(index) if index < request.max_leaders.get() => {
-                let lease = self.lease(&bound, ttl, Some(request.lease_time), true).await?;
-                let acquired_at = layout::to_micros(SystemTime::now());
-                let txn = guess_txn(keys, &request, lease, index, acquired_at);
-                let reply = match self.txn(&bound, txn).await {
-                    Ok(reply) => reply,
-                    // A kept lease that is gone (revoked early, say): read, then a new one.
-                    Err(error) if lease_gone(&error) => {
-                        let group = self.read(&bound, keys).await?;
-                        return self.choose(request, keys, ttl, group, None, started, bound).await;
-                    }
-                    // The lease may be bound to a slot granted unseen: neither kept nor
-                    // revoked (the retry finds the slot, or the lease expires by itself).
-                    Err(error) => return Err(error),
-                };
-                if reply.succeeded() {
-                    let fence = reply.header().map_or(0, |header| header.revision());
-                    return self
-                        .granted(&request, keys, lease, index, fence, acquired_at, None, started)
-                        .await;
+            FirstStep::Guess { index, revision } if index < request.max_leaders.get() => {
+                match self.guess(&bound, &request, keys, ttl, index, revision, started).await? {
+                    Guessed::Granted(outcome) => return Ok(outcome),
+                    Guessed::Read(group, lease) => (group, lease),
                 }
-                (Group::read(keys, &first_get(&reply)), Some(lease))
             }
             _ => self.read_with_kept_lease(&bound, keys, ttl).await?,
         };
-        self.choose(request, keys, ttl, group, lease, started, bound).await
+        self.choose(&request, keys, ttl, group, lease, started, bound).await
+    }
+
+    /// Takes index `index`, freed at `revision`, without a read first.
+    #[allow(clippy::too_many_arguments)]
+    async fn guess(
+        &self,
+        bound: &Bound,
+        request: &AcquireRequest<'_>,
+        keys: &GroupKeys,
+        ttl: i64,
+        index: u32,
+        revision: i64,
+        started: Instant,
+    ) -> Result<Guessed, Error> {
+        let lease = self.lease(bound, ttl, Some(request.lease_time), true).await?;
+        let marker = match self.marker_lease(bound, ttl).await {
+            Ok(marker) => marker,
+            Err(error) => {
+                self.unused(lease);
+                return Err(error);
+            }
+        };
+        let acquired_at = layout::to_micros(SystemTime::now());
+        let txn = guess_txn(keys, request, lease, marker, index, revision, acquired_at);
+        let reply = match self.send(bound, request.token, lease.id, txn).await {
+            Ok(reply) => reply,
+            // A kept lease that is gone (revoked early, say): read, then a new one.
+            Err(error) if lease_gone(&error) => {
+                return Ok(Guessed::Read(self.read(bound, keys).await?, None));
+            }
+            Err(error) => return Err(error),
+        };
+        let at = reply.header().map_or(0, |header| header.revision());
+        if reply.succeeded() {
+            let made = Made {
+                lease,
+                marker,
+                index,
+                fence: at,
+                acquired_at,
+                delay: None,
+                outgrown: Vec::new(),
+            };
+            return self.granted(request, keys, made, started).await.map(Guessed::Granted);
+        }
+        Ok(Guessed::Read(Group::read(keys, &first_get(&reply), at)?, Some(lease)))
     }
 
     /// Takes a free index of `group` (as last read) in a transaction, reading again after
@@ -103,7 +144,7 @@ impl EtcdStore {
     #[allow(clippy::too_many_arguments)]
     async fn choose(
         &self,
-        request: AcquireRequest<'_>,
+        request: &AcquireRequest<'_>,
         keys: &GroupKeys,
         ttl: i64,
         mut group: Group,
@@ -111,90 +152,101 @@ impl EtcdStore {
         started: Instant,
         bound: Bound,
     ) -> Result<AcquireOutcome, Error> {
-        let hints = &self.inner.hints;
+        let max = request.max_leaders.get();
         for _ in 0..MAX_ROUNDS {
             if let Some(slot) = group.slot_of(request.token) {
-                // Held already: an earlier attempt's grant (its reply lost, say), perhaps
-                // on the very lease this one took.
+                // Held already: an earlier attempt's grant (answered, its reply then given
+                // up on by the caller), perhaps on the very lease this one took.
                 if lease.is_some_and(|lease| lease.id != slot.lease) {
                     self.put_back(lease);
                 }
                 let held = self.held_slot(slot);
-                return self.grant_again(&bound, &request, held, started).await;
+                return self.grant_again(&bound, request, keys, held, started).await;
             }
-            if let Some(existing) = group.live_max()
-                && existing != request.max_leaders.get()
+            if let Some(existing) = group.size()
+                && existing != max
             {
                 self.put_back(lease);
                 return Err(Error::MaxLeadersMismatch {
                     group: request.key.to_owned(),
-                    requested: request.max_leaders.get(),
+                    requested: max,
                     existing,
                 });
             }
-            let Some(index) = group.free_index(request.max_leaders.get(), request.token) else {
+            let Some(index) = group.free_index(max, request.token) else {
                 self.put_back(lease);
-                hints.full(&keys.range);
+                self.inner.hints.full(&keys.range);
                 // The shortest TTL among the slots: an upper bound of the nearest expiry
                 // (waiters wake at the true one from the watch's delete event).
                 let nearest = group.slots.iter().map(|slot| slot.ttl).min().unwrap_or(1);
                 return Ok(AcquireOutcome::Full { nearest_expiry: secs(nearest) });
             };
+            let delay = group.delay_for(index, max);
             let new = match lease {
                 Some(lease) => lease,
                 None => self.grant_lease(&bound, ttl, Some(request.lease_time)).await?,
             };
             lease = Some(new);
-            let took_over = group.taken_over(index);
+            let marker = match self.marker_lease(&bound, ttl.max(delay.unwrap_or(0))).await {
+                Ok(marker) => marker,
+                Err(error) => {
+                    self.put_back(lease);
+                    return Err(error);
+                }
+            };
             // To the microsecond, as the slot's record keeps it.
             let acquired_at = layout::to_micros(SystemTime::now());
-            let txn = grant_txn(keys, &request, new, index, &group, acquired_at, took_over);
-            let reply = match self.txn(&bound, txn).await {
+            let txn = grant_txn(keys, request, new, marker, index, &group, acquired_at, delay);
+            let reply = match self.send(&bound, request.token, new.id, txn).await {
                 Ok(reply) => reply,
                 Err(error) if lease_gone(&error) => {
                     lease = None; // a kept lease that is gone: a new one next round
                     continue;
                 }
-                // Perhaps granted unseen: the lease is neither kept nor revoked.
+                // Perhaps granted unseen: the lease is revoked at the token's next attempt.
                 Err(error) => return Err(error),
             };
+            let at = reply.header().map_or(0, |header| header.revision());
             if !reply.succeeded() {
-                group = Group::read(keys, &first_get(&reply));
+                group = Group::read(keys, &first_get(&reply), at)?;
                 continue;
             }
-            let fence = reply.header().map_or(0, |header| header.revision());
-            return self
-                .granted(&request, keys, new, index, fence, acquired_at, took_over, started)
-                .await;
+            let outgrown = match delay {
+                Some(_) => group.outgrown_markers(max),
+                None => Vec::new(),
+            };
+            let made = Made { lease: new, marker, index, fence: at, acquired_at, delay, outgrown };
+            return self.granted(request, keys, made, started).await;
         }
         self.put_back(lease);
         Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) })
     }
 
-    /// A grant made: remembered, and returned once any lock-delay is over.
-    #[allow(clippy::too_many_arguments)]
+    /// A grant made: remembered, and returned once any lock-delay it owes is over.
     async fn granted(
         &self,
         request: &AcquireRequest<'_>,
         keys: &GroupKeys,
-        lease: NewLease,
-        index: u32,
-        fence: i64,
-        acquired_at: SystemTime,
-        took_over: Option<i64>,
+        made: Made,
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
         self.inner.hints.full(&keys.range);
-        let held = Held {
+        let Made { lease, marker, index, fence, acquired_at, delay, outgrown } = made;
+        let slot = Slot {
             index,
+            token: request.token,
             fence: u64::try_from(fence).unwrap_or(0),
-            lease,
+            lease: lease.id,
+            ttl: lease.ttl,
+            max_leaders: request.max_leaders.get(),
             acquired_at,
-            delay_until: took_over.map(|ttl| Instant::now() + secs(ttl)),
-            delay_ttl: took_over,
+            delay_ttl: delay,
+            holder: request.holder.to_owned(),
         };
-        self.remember(request.token, held);
-        self.grant_of(request, held, started).await
+        let delay_until = delay.map(|ttl| Instant::now() + secs(ttl));
+        let held = Held { slot, lease, marker, delay_until };
+        self.remember(held.clone());
+        self.grant_of(request, keys, held, &outgrown, started).await
     }
 
     /// The group, read, and a kept lease of `ttl` seconds kept alive meanwhile (if the
@@ -234,125 +286,218 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         request: &AcquireRequest<'_>,
-        held: Held,
+        keys: &GroupKeys,
+        mut held: Held,
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
         let Some(lease) = self.renew_kept(bound, held.lease).await? else {
             self.forget(request.token);
             return Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) });
         };
-        let held = Held { lease, ..held };
-        self.remember(request.token, held);
-        self.grant_of(request, held, started).await
+        held.lease = lease;
+        self.remember(held.clone());
+        self.grant_of(request, keys, held, &[], started).await
     }
 
-    /// The grant to return for a slot, once any lock-delay it owes is over; `started` is
-    /// when the acquire began (the caller sent its request before).
+    /// The grant to return for a slot, once any lock-delay it owes is over and the slot is
+    /// written as no longer pending; `started` is when the acquire began (the caller sent
+    /// its request before).
     async fn grant_of(
         &self,
         request: &AcquireRequest<'_>,
-        held: Held,
+        keys: &GroupKeys,
+        mut held: Held,
+        outgrown: &[u32],
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
-        let mut lease = held.lease;
-        if let Some(until) = held.delay_until
-            && until > Instant::now()
-        {
-            tracing::info!(group = request.key, fence = held.fence, delay = ?until - Instant::now(), "took over a slot its holder never released; waiting out the lock-delay");
-            match self.lock_delay(lease, until).await? {
-                Some(alive) => lease = alive,
-                None => {
-                    self.forget(request.token);
-                    return Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) });
+        let pending = held.slot.is_pending();
+        if pending {
+            if let Some(until) = held.delay_until
+                && until > Instant::now()
+            {
+                tracing::info!(group = request.key, fence = held.slot.fence, delay = ?until - Instant::now(), "took over a slot whose holder may still act; waiting out the lock-delay");
+                // Dropped before it is over (a candidate that stops): the slot goes with its
+                // lease, never acted on; the index keeps its marker.
+                let mut abandoned = RevokeOnDrop { store: Some(self), lease: held.lease.id };
+                let alive = self.lock_delay(held.lease, until).await;
+                abandoned.store = None;
+                match alive {
+                    Ok(Some(alive)) => held.lease = alive,
+                    Ok(None) => {
+                        self.forget(request.token);
+                        return Ok(AcquireOutcome::Full {
+                            nearest_expiry: Duration::from_millis(1),
+                        });
+                    }
+                    Err(error) => {
+                        self.revoke_behind(held.lease.id);
+                        self.forget(request.token);
+                        return Err(error);
+                    }
                 }
             }
-            self.remember(request.token, Held { lease, ..held });
+            if !self.confirm(&self.bound("acquire"), keys, &mut held, outgrown).await? {
+                self.forget(request.token);
+                return Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) });
+            }
         }
-        // The slot lives at least its TTL (at least lease_time) from `lease.sent_at`; the
-        // caller counts from before `started`, which may be after `sent_at` (a kept lease).
-        // The slot's TTL may be another than this request's (a retry with another
-        // lease_time): the shorter of the two.
-        let lives = request.lease_time.min(secs(lease.ttl));
-        let expires_in = if lease.sent_at >= started {
+        self.remember(held.clone());
+        let lease = held.lease;
+        // The slot lives at least its TTL from `lease.sent_at` (the grant, or the last
+        // keep-alive), and never past its marker's lease; the shorter of its TTL and this
+        // request's (a retry with another lease_time). The caller counts from before
+        // `started`: a grant that waited out a lock-delay adds the wait (the lease was kept
+        // alive at its end); any other counts at most the TTL.
+        let until_marker = held.marker.expires_at().saturating_duration_since(lease.sent_at);
+        let lives = request.lease_time.min(secs(lease.ttl)).min(until_marker);
+        let expires_in = if lease.sent_at < started {
+            lives.saturating_sub(started - lease.sent_at)
+        } else if pending {
             lives + (lease.sent_at - started)
         } else {
-            lives.saturating_sub(started - lease.sent_at)
+            lives
         };
         // On the wall clock, from when the lease was kept alive or granted (not from the
         // reply, which a stalled process may read much later).
         Ok(AcquireOutcome::Granted(Grant::new(
-            held.fence,
-            held.acquired_at,
+            held.slot.fence,
+            held.slot.acquired_at,
             wall_clock_of(lease.sent_at) + lives,
             expires_in,
         )))
     }
+
+    /// Writes a pending slot again without its lock-delay (observers see its holder lead
+    /// from then on), and deletes the markers beyond the group's size the delay waited out,
+    /// in one transaction that checks the slot is still this grant; `false` if it is not.
+    /// The index's marker keeps the longer TTL for whoever takes it next.
+    async fn confirm(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        held: &mut Held,
+        outgrown: &[u32],
+    ) -> Result<bool, Error> {
+        let slot_key = keys.slot(held.slot.index);
+        let mut confirmed = held.slot.clone();
+        confirmed.delay_ttl = None;
+        let on_lease = PutOptions::new().with_lease(held.lease.id);
+        let mut then =
+            vec![TxnOp::put(slot_key.as_str(), confirmed.value().encode(), Some(on_lease))];
+        then.extend(outgrown.iter().map(|index| TxnOp::delete(keys.last(*index), None)));
+        let fence = i64::try_from(held.slot.fence).unwrap_or(i64::MAX);
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence),
+                Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
+            ])
+            .and_then(then);
+        let reply = self.send(bound, held.slot.token, held.lease.id, txn).await?;
+        if reply.succeeded() {
+            held.slot = confirmed;
+            held.delay_until = None;
+        }
+        Ok(reply.succeeded())
+    }
 }
 
-/// The transaction that takes index `index` for `request` on `lease` without a read first,
-/// if the index is free, a release freed it (a takeover, which waits a lock-delay, goes
-/// through a read) and the group's `max_leaders` is the request's; its else branch reads
-/// the group. A guess is never made for a token that holds a slot or whose last acquire may
-/// have been granted unseen, so it cannot give a token a second slot.
+/// Revokes a lease in the background when dropped while armed: a lock-delay abandoned.
+struct RevokeOnDrop<'a> {
+    store: Option<&'a EtcdStore>,
+    lease: i64,
+}
+
+impl Drop for RevokeOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(store) = self.store
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            store.revoke_behind(self.lease);
+        }
+    }
+}
+
+/// The compares that nothing happened in the group since `revision`: no slot created, no
+/// marker written (each over its range; keys deleted since do not count).
+fn unchanged_since(keys: &GroupKeys, revision: i64) -> [Compare; 2] {
+    let after = revision.saturating_add(1);
+    [
+        Compare::create_revision(keys.slots(), CompareOp::Less, after).with_prefix(),
+        Compare::mod_revision(keys.markers(), CompareOp::Less, after).with_prefix(),
+    ]
+}
+
+/// What a granting transaction writes: the slot key on `lease`, and on `marker` the index's
+/// marker (the longer of the slot's TTL and the lock-delay it waits) and the group's size.
+fn grant_ops(
+    keys: &GroupKeys,
+    request: &AcquireRequest<'_>,
+    lease: NewLease,
+    marker: NewLease,
+    index: u32,
+    acquired_at: SystemTime,
+    delay: Option<i64>,
+) -> Vec<TxnOp> {
+    let value = SlotValue {
+        token: request.token,
+        acquired_at,
+        ttl: lease.ttl,
+        max_leaders: request.max_leaders.get(),
+        delay_ttl: delay,
+        holder: request.holder,
+    };
+    let on_lease = PutOptions::new().with_lease(lease.id);
+    let on_marker = || Some(PutOptions::new().with_lease(marker.id));
+    vec![
+        TxnOp::put(keys.slot(index), value.encode(), Some(on_lease)),
+        TxnOp::put(keys.last(index), held_marker(lease.ttl.max(delay.unwrap_or(0))), on_marker()),
+        TxnOp::put(keys.max(), request.max_leaders.get().to_string(), on_marker()),
+    ]
+}
+
+/// The transaction that takes index `index`, which a release freed at `revision`, without
+/// a read first: if nothing happened in the group since, the index is unmarked and the
+/// group's size is the request's; its else branch reads the group.
 fn guess_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
     lease: NewLease,
+    marker: NewLease,
     index: u32,
+    revision: i64,
     acquired_at: SystemTime,
 ) -> Txn {
     let slot_key = keys.slot(index);
-    let on_lease = PutOptions::new().with_lease(lease.id);
-    let value = Slot::value(request.token, acquired_at, lease.ttl, None, request.holder);
+    let mut when = vec![
+        Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
+        Compare::create_revision(keys.last(index), CompareOp::Equal, 0),
+        Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
+    ];
+    when.extend(unchanged_since(keys, revision));
     Txn::new()
-        .when([
-            Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
-            Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
-            // Only an index a release freed: a takeover goes through a read.
-            Compare::value(keys.last(index), CompareOp::Equal, LastHolder::Released.value()),
-        ])
-        .and_then([
-            TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
-            TxnOp::put(keys.last(index), LastHolder::Held { ttl: lease.ttl }.value(), None),
-        ])
+        .when(when)
+        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, None))
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 
-/// The transaction that takes index `index` for `request` on `lease`, if the group is still
-/// as `group` saw it; its else branch reads the group.
+/// The transaction that takes index `index` for `request` if nothing happened in the group
+/// since `group` was read; its else branch reads the group.
+#[allow(clippy::too_many_arguments)]
 fn grant_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
     lease: NewLease,
+    marker: NewLease,
     index: u32,
     group: &Group,
     acquired_at: SystemTime,
-    took_over: Option<i64>,
+    delay: Option<i64>,
 ) -> Txn {
-    let slot_key = keys.slot(index);
-    let max = request.max_leaders.get();
-    let mut when = vec![
-        Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
-        Compare::mod_revision(keys.max(), CompareOp::Equal, group.max_revision),
-        // What the read saw of the index's last holder decides the lock-delay.
-        Compare::mod_revision(keys.last(index), CompareOp::Equal, group.last_revision(index)),
-    ];
-    let on_lease = PutOptions::new().with_lease(lease.id);
-    // Whoever takes the index next must wait for the longer of the two holders' TTLs.
-    let last = LastHolder::Held { ttl: lease.ttl.max(took_over.unwrap_or(0)) };
-    let value = Slot::value(request.token, acquired_at, lease.ttl, took_over, request.holder);
-    let mut then = vec![
-        TxnOp::put(slot_key.as_str(), value, Some(on_lease)),
-        TxnOp::put(keys.last(index), last.value(), None),
-    ];
-    if group.max != Some(max) {
-        // A new size is taken only while no slot is live.
-        when.push(Compare::create_revision(keys.slots(), CompareOp::Equal, 0).with_prefix());
-        then.push(TxnOp::put(keys.max(), max.to_string(), None));
-    }
+    let mut when = vec![Compare::create_revision(keys.slot(index), CompareOp::Equal, 0)];
+    when.extend(unchanged_since(keys, group.revision));
     Txn::new()
         .when(when)
-        .and_then(then)
+        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, delay))
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 

@@ -74,7 +74,8 @@ impl EtcdStoreBuilder {
         self
     }
 
-    /// Every key the store writes starts with `prefix`, instead of the URL's path.
+    /// Every key the store writes starts with `prefix`, instead of the URL's path; a `/` is
+    /// added if it does not end with one, so no two prefixes' keys run into each other.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = Some(prefix.into());
         self
@@ -104,7 +105,12 @@ impl EtcdStoreBuilder {
                 "etcds:// URLs need the `etcd-tls` feature of leader",
             ));
         }
-        let prefix = self.prefix.unwrap_or(parsed.prefix);
+        // A prefix ends with a separator, so one store's groups never read as another's
+        // (`ap` + `px` would be `app` + `x`).
+        let mut prefix = self.prefix.unwrap_or(parsed.prefix);
+        if !prefix.is_empty() && !prefix.ends_with('/') {
+            prefix.push('/');
+        }
         if let Some(bad) = prefix.chars().find(|c| c.is_whitespace() || c.is_control()) {
             return Err(Error::invalid_option(
                 "prefix",

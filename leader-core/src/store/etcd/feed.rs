@@ -5,7 +5,7 @@
 //! |---|---|
 //! | a slot deleted (released, expired, revoked) | waiters and observers |
 //! | a slot written again (a renewal under another TTL, a release kept for the minimum lease) | waiters and observers |
-//! | a slot created (a grant) | observers |
+//! | a slot created (a grant, or a pending one in its lock-delay) | observers |
 //!
 //! The watch starts on the preferred member and asks for a leader (etcd cancels a watch on
 //! a member that lost its leader). When it fails, ends, or is cancelled (a compacted
@@ -217,7 +217,7 @@ async fn deliver(
             match event.event_type() {
                 EventType::Delete => {
                     released = true;
-                    hints.freed(&keys.range, index);
+                    hints.freed(&keys.range, index, kv.mod_revision());
                 }
                 EventType::Put if kv.version() > 1 => released = true,
                 EventType::Put => granted = true,

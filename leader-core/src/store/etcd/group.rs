@@ -1,44 +1,39 @@
-//! [`Group`]: one read of a group's keys, and the choice of the index a new slot takes.
+//! [`Group`]: one read of a group's keys, and what a grant decided on it must wait for.
 
 use std::collections::HashMap;
 
 use etcd_client::KeyValue;
 
-use super::layout::{GroupKeys, LastHolder, Part, Slot};
-use crate::LeaseToken;
+use super::layout::{GroupKeys, Part, Slot, read_marker};
+use crate::{Error, LeaseToken};
 
 /// A group as one read saw it.
 #[derive(Debug, Default)]
 pub(crate) struct Group {
-    /// `max_leaders` as its key holds it.
-    pub max: Option<u32>,
-    /// The `max` key's `mod_revision` (0: no key).
-    pub max_revision: i64,
-    /// The live slots, earliest grant first.
+    /// The cluster's revision the read saw: every key created or written after it is newer.
+    pub revision: i64,
+    /// The live slots, earliest grant first (pending ones included).
     pub slots: Vec<Slot>,
-    /// Each index's `last` key: how its last holder left, and the key's `mod_revision`.
-    pub last: HashMap<u32, (LastHolder, i64)>,
+    /// Each marked index: the TTL its holder, which never released it, was granted.
+    pub markers: HashMap<u32, i64>,
 }
 
 impl Group {
-    /// The group that `kvs` (every key of its range) hold.
-    pub(crate) fn read(keys: &GroupKeys, kvs: &[KeyValue]) -> Group {
-        let mut group = Group::default();
+    /// The group that `kvs` (every key of its range, read at `revision`) hold; an error for
+    /// a key whose value this store did not write.
+    pub(crate) fn read(keys: &GroupKeys, kvs: &[KeyValue], revision: i64) -> Result<Group, Error> {
+        let mut group = Group { revision, ..Group::default() };
         for kv in kvs {
             match keys.part_of(kv.key()) {
-                Some(Part::Max) => {
-                    group.max = std::str::from_utf8(kv.value()).ok().and_then(|v| v.parse().ok());
-                    group.max_revision = kv.mod_revision();
-                }
-                Some(Part::Slot(index)) => group.slots.extend(Slot::read(index, kv)),
+                Some(Part::Slot(index)) => group.slots.push(Slot::read(index, kv)?),
                 Some(Part::Last(index)) => {
-                    group.last.insert(index, (LastHolder::read(kv.value()), kv.mod_revision()));
+                    group.markers.insert(index, read_marker(kv)?);
                 }
-                None => {}
+                Some(Part::Max) | None => {}
             }
         }
         group.slots.sort_by_key(|slot| slot.fence);
-        group
+        Ok(group)
     }
 
     /// The slot `token` holds.
@@ -46,36 +41,51 @@ impl Group {
         self.slots.iter().find(|slot| slot.token == token)
     }
 
-    /// The `max_leaders` of the live slots, if any is live.
-    pub(crate) fn live_max(&self) -> Option<u32> {
-        self.max.filter(|_| !self.slots.is_empty())
+    /// The group's size, as its live slots were granted (`None`: no slot is live).
+    pub(crate) fn size(&self) -> Option<u32> {
+        self.slots.first().map(|slot| slot.max_leaders)
     }
 
-    /// The TTL of index `index`'s last holder, if it never released it.
-    pub(crate) fn taken_over(&self, index: u32) -> Option<i64> {
-        match self.last.get(&index) {
-            Some((LastHolder::Held { ttl }, _)) => Some(*ttl),
-            _ => None,
-        }
+    /// How long a grant of index `index` in a group of `max_leaders` must wait before it is
+    /// acted on (the lock-delay, in seconds), if at all: the longest TTL among the holders
+    /// that never released an index and may still act, there and at the indices a smaller
+    /// size leaves out. (One holder per index below `max_leaders` is within the size.)
+    pub(crate) fn delay_for(&self, index: u32, max_leaders: u32) -> Option<i64> {
+        let live: Vec<u32> = self.slots.iter().map(|slot| slot.index).collect();
+        self.markers
+            .iter()
+            .filter(|(marked, _)| {
+                **marked == index || (**marked >= max_leaders && !live.contains(marked))
+            })
+            .map(|(_, ttl)| *ttl)
+            .max()
     }
 
-    /// The `last` key's `mod_revision` for `index` (0: no key).
-    pub(crate) fn last_revision(&self, index: u32) -> i64 {
-        self.last.get(&index).map_or(0, |(_, revision)| *revision)
-    }
-
-    /// The index a new slot takes: among the lowest free ones, those a release freed (or
-    /// never used) before those taken over (which wait a lock-delay); spread by token among
-    /// up to four, so candidates that race rarely pick the same one, and the `last` keys an
-    /// idle group keeps stay few.
+    /// The index a new slot takes: among the lowest free ones, those without a holder that
+    /// may still act before the others (which wait a lock-delay); spread by token among up
+    /// to four, so candidates that race rarely pick the same one.
     pub(crate) fn free_index(&self, max_leaders: u32, token: LeaseToken) -> Option<u32> {
         let taken: Vec<u32> = self.slots.iter().map(|slot| slot.index).collect();
         let mut free: Vec<u32> =
             (0..max_leaders).filter(|index| !taken.contains(index)).take(taken.len() + 4).collect();
-        free.sort_by_key(|index| self.taken_over(*index).is_some());
-        let fresh = free.iter().take_while(|index| self.taken_over(**index).is_none()).count();
-        let spread = fresh.clamp(1, 4).min(free.len());
+        free.sort_by_key(|index| self.markers.contains_key(index));
+        let unmarked = free.iter().take_while(|index| !self.markers.contains_key(index)).count();
+        let spread = unmarked.clamp(1, 4).min(free.len());
         (spread > 0).then(|| free[token_hash(token) % spread])
+    }
+
+    /// The indices at and beyond `max_leaders` whose markers a grant of that size waited out:
+    /// its transaction deletes them, so the next grant does not wait for them again.
+    pub(crate) fn outgrown_markers(&self, max_leaders: u32) -> Vec<u32> {
+        let live: Vec<u32> = self.slots.iter().map(|slot| slot.index).collect();
+        let mut outgrown: Vec<u32> = self
+            .markers
+            .keys()
+            .copied()
+            .filter(|index| *index >= max_leaders && !live.contains(index))
+            .collect();
+        outgrown.sort_unstable();
+        outgrown
     }
 }
 
@@ -91,16 +101,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_released_index_comes_before_a_taken_over_one() {
+    fn an_unmarked_index_comes_before_a_marked_one() {
         let mut group = Group::default();
-        group.last.insert(0, (LastHolder::Held { ttl: 5 }, 7));
-        group.last.insert(1, (LastHolder::Released, 8));
+        group.markers.insert(0, 5);
         for _ in 0..20 {
             let token = LeaseToken::generate().unwrap();
             assert_ne!(group.free_index(2, token), Some(0));
             assert_eq!(group.free_index(1, token), Some(0), "the only one left");
         }
-        assert_eq!(group.taken_over(0), Some(5));
-        assert_eq!((group.last_revision(1), group.last_revision(9)), (8, 0));
+    }
+
+    #[test]
+    fn a_grant_waits_for_holders_there_and_beyond_the_size() {
+        let mut group = Group::default();
+        group.markers.insert(3, 6);
+        group.markers.insert(1, 2);
+        assert_eq!(group.delay_for(0, 4), None, "one holder per index within the size");
+        assert_eq!(group.delay_for(1, 4), Some(2), "its own index's holder");
+        assert_eq!(group.delay_for(0, 1), Some(6), "a smaller size leaves index 3 out");
+        assert_eq!(group.outgrown_markers(1), [1, 3]);
+        assert_eq!(group.outgrown_markers(4), Vec::<u32>::new());
     }
 }

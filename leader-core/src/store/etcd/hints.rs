@@ -1,20 +1,28 @@
-//! [`Hints`]: what this store last learnt of each group, to choose an acquire's first step.
+//! [`Hints`]: what this store last learnt of each group, to choose an acquire's first step,
+//! and the leases of transactions that did not answer.
 //!
 //! A transaction that could write is a Raft write even when its compare fails, while a read
 //! is not. So an acquire goes straight to the transaction (guessing the index) only when a
 //! slot of the group was just freed, by this store's release or as the group's watch saw;
 //! only the first acquire after that guesses, and the others read first, so waiters woken
 //! together do not all write. Otherwise (a group it knows nothing of, after a refusal or a
-//! grant) the store reads first. A token that holds a slot, or whose last acquire did not
-//! answer (it failed, or was dropped mid-way, and may have been granted unseen), always
-//! reads first, so a guess never gives a token a second slot.
+//! grant) the store reads first. A guess is decided on the revision at which the slot was
+//! freed: it commits only if nothing was created or written in the group since (see
+//! `acquire.rs`).
+//!
+//! A transaction whose answer never came may still commit later (a member that held it
+//! back). Its lease is recorded against the acquire's token before the transaction is
+//! sent, and cleared once it answers; the token's next attempt first revokes every lease
+//! still recorded, and waits for the answer (see [`EtcdStore::settle`](super::EtcdStore)), so
+//! whatever the late transaction bound to such a lease is gone, or can no longer be bound.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::LeaseToken;
 
-/// How many groups the hints keep before they start again (a lost hint costs a read).
+/// How many groups (and tokens) the hints keep before they start again (a lost hint costs a
+/// read; a lost token's leases expire by themselves, since nothing keeps them alive).
 const KEPT: usize = 4096;
 
 /// What this store last learnt of a group.
@@ -22,26 +30,26 @@ const KEPT: usize = 4096;
 enum Hint {
     /// An acquire found it full, or took a slot: read first.
     Full,
-    /// The group's watch saw slot `index` freed since.
-    Freed(u32),
+    /// Slot `index` was freed at `revision`.
+    Freed { index: u32, revision: i64 },
 }
 
 /// An acquire's first step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FirstStep {
-    /// Straight to the transaction, for this index.
-    Guess(u32),
+    /// Straight to the transaction, for this index, decided on the group as it was at
+    /// `revision`.
+    Guess { index: u32, revision: i64 },
     /// Read the group first.
     Read,
 }
 
-/// The hints of one store, by group range.
+/// The hints of one store, by group range, and the leases of unanswered transactions, by
+/// token.
 #[derive(Default)]
 pub(crate) struct Hints {
     by_range: Mutex<HashMap<String, Hint>>,
-    /// Tokens whose last acquire has not answered (it failed, or was dropped mid-way), and
-    /// may have been granted unseen; the oldest are forgotten first.
-    uncertain: Mutex<VecDeque<LeaseToken>>,
+    unanswered: Mutex<HashMap<LeaseToken, Vec<i64>>>,
 }
 
 impl Hints {
@@ -61,11 +69,10 @@ impl Hints {
     pub(crate) fn first_step(&self, range: &str) -> FirstStep {
         let mut by_range = self.by_range();
         match by_range.get(range).copied() {
-            None => FirstStep::Read,
-            Some(Hint::Full) => FirstStep::Read,
-            Some(Hint::Freed(index)) => {
+            None | Some(Hint::Full) => FirstStep::Read,
+            Some(Hint::Freed { index, revision }) => {
                 by_range.insert(range.to_owned(), Hint::Full);
-                FirstStep::Guess(index)
+                FirstStep::Guess { index, revision }
             }
         }
     }
@@ -75,35 +82,47 @@ impl Hints {
         self.set(range, Hint::Full);
     }
 
-    fn uncertain_tokens(&self) -> std::sync::MutexGuard<'_, VecDeque<LeaseToken>> {
-        self.uncertain.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Slot `index` was freed at `revision`: this store released it, or the group's watch
+    /// saw it go (released, expired or revoked).
+    pub(crate) fn freed(&self, range: &str, index: u32, revision: i64) {
+        self.set(range, Hint::Freed { index, revision });
     }
 
-    /// An acquire under `token` begins.
-    pub(crate) fn attempting(&self, token: LeaseToken) {
-        let mut uncertain = self.uncertain_tokens();
-        if !uncertain.contains(&token) {
-            if uncertain.len() >= KEPT {
-                uncertain.pop_front();
-            }
-            uncertain.push_back(token);
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, Vec<i64>>> {
+        self.unanswered.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A transaction binding keys to `lease` for `token` is about to be sent.
+    pub(crate) fn sending(&self, token: LeaseToken, lease: i64) {
+        let mut unanswered = self.unanswered();
+        if unanswered.len() >= KEPT && !unanswered.contains_key(&token) {
+            unanswered.clear();
+        }
+        let leases = unanswered.entry(token).or_default();
+        if !leases.contains(&lease) {
+            leases.push(lease);
         }
     }
 
-    /// An acquire under `token` answered (granted or refused).
-    pub(crate) fn answered(&self, token: LeaseToken) {
-        self.uncertain_tokens().retain(|kept| *kept != token);
+    /// The transaction on `lease` for `token` answered (it committed or its compare failed).
+    pub(crate) fn answered(&self, token: LeaseToken, lease: i64) {
+        let mut unanswered = self.unanswered();
+        if let Some(leases) = unanswered.get_mut(&token) {
+            leases.retain(|kept| *kept != lease);
+            if leases.is_empty() {
+                unanswered.remove(&token);
+            }
+        }
     }
 
-    /// Whether `token`'s last acquire did not answer.
-    pub(crate) fn uncertain(&self, token: LeaseToken) -> bool {
-        self.uncertain_tokens().contains(&token)
+    /// The leases `token`'s unanswered transactions named (none: its attempts all answered).
+    pub(crate) fn unanswered_leases(&self, token: LeaseToken) -> Vec<i64> {
+        self.unanswered().get(&token).cloned().unwrap_or_default()
     }
 
-    /// Slot `index` was freed: this store released it, or the group's watch saw it go
-    /// (released, expired or revoked).
-    pub(crate) fn freed(&self, range: &str, index: u32) {
-        self.set(range, Hint::Freed(index));
+    /// `lease` is revoked: nothing can be bound to it any more.
+    pub(crate) fn revoked(&self, token: LeaseToken, lease: i64) {
+        self.answered(token, lease);
     }
 }
 
@@ -117,21 +136,20 @@ mod tests {
         assert_eq!(hints.first_step("g "), FirstStep::Read, "nothing known");
         hints.full("g ");
         assert_eq!(hints.first_step("g "), FirstStep::Read);
-        hints.freed("g ", 2);
-        assert_eq!(hints.first_step("g "), FirstStep::Guess(2));
+        hints.freed("g ", 2, 40);
+        assert_eq!(hints.first_step("g "), FirstStep::Guess { index: 2, revision: 40 });
         assert_eq!(hints.first_step("g "), FirstStep::Read, "the others read first");
-        hints.freed("other ", 1);
-        assert_eq!(hints.first_step("other "), FirstStep::Guess(1));
     }
 
     #[test]
-    fn a_token_whose_acquire_did_not_answer_is_uncertain_until_one_does() {
+    fn a_lease_stays_recorded_until_its_transaction_answers() {
         let hints = Hints::default();
         let token = LeaseToken::generate().unwrap();
-        hints.attempting(token);
-        assert!(hints.uncertain(token));
-        hints.attempting(token);
-        hints.answered(token);
-        assert!(!hints.uncertain(token));
+        hints.sending(token, 7);
+        hints.sending(token, 8);
+        hints.answered(token, 7);
+        assert_eq!(hints.unanswered_leases(token), [8]);
+        hints.revoked(token, 8);
+        assert!(hints.unanswered_leases(token).is_empty());
     }
 }

@@ -5,18 +5,22 @@
 //!
 //! | key | value | lease |
 //! |---|---|---|
-//! | `{prefix}{key} max` | the `max_leaders` the live slots were granted under | none |
-//! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, holder | the slot's |
-//! | `{prefix}{key} last {i}` | how slot `i`'s last holder left: `held {ttl}` or `released` | none |
+//! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, `max_leaders`, lock-delay, holder | the slot's, kept alive by its holder |
+//! | `{prefix}{key} last {i}` | `held {ttl}`: slot `i`'s holder has not released it | a marker lease, never kept alive |
+//! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
 //! write of the cluster, never goes back, and survives the loss of any minority of members.
+//! The group's size is the `max_leaders` its live slots carry (all alike); a group with no
+//! live slot has none (the `max` key only lets a guess skip the read; see `acquire.rs`). A holder's release deletes both of its keys, so a group nobody uses
+//! leaves nothing once its markers' leases have run out.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::KeyValue;
 
-use crate::LeaseToken;
+use super::MAX_TTL_SECS;
+use crate::{Error, LeaseToken};
 
 /// The longest group key this store takes, in bytes: each transaction carries the key a
 /// few times, and etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default).
@@ -34,7 +38,7 @@ impl GroupKeys {
         GroupKeys { range: format!("{prefix}{key} ") }
     }
 
-    /// The group's `max_leaders`.
+    /// The `max_leaders` of the latest grant.
     pub(crate) fn max(&self) -> String {
         format!("{}max", self.range)
     }
@@ -44,14 +48,19 @@ impl GroupKeys {
         format!("{}slot {index}", self.range)
     }
 
-    /// The start of every slot key (for "no slot is live").
+    /// The start of every slot key.
     pub(crate) fn slots(&self) -> String {
         format!("{}slot ", self.range)
     }
 
-    /// How slot `index`'s last holder left.
+    /// Slot `index`'s marker.
     pub(crate) fn last(&self, index: u32) -> String {
         format!("{}last {index}", self.range)
+    }
+
+    /// The start of every marker key.
+    pub(crate) fn markers(&self) -> String {
+        format!("{}last ", self.range)
     }
 
     /// What a key of this group is, from its full name.
@@ -86,82 +95,123 @@ pub(crate) struct Slot {
     pub lease: i64,
     /// The lease's TTL, in whole seconds, as granted.
     pub ttl: i64,
+    /// The group's size it was granted under.
+    pub max_leaders: u32,
     /// When the slot was granted, on the granting client's clock.
     pub acquired_at: SystemTime,
-    /// When its grant took the slot over from a holder that never released it: that
-    /// holder's TTL, the lock-delay the grant waits before it is acted on.
+    /// While its grant waits out a lock-delay (it took the index over from a holder that
+    /// may still act): that holder's TTL. A pending slot is no leader yet; its holder
+    /// writes it again without the delay once the delay is over.
     pub delay_ttl: Option<i64>,
     pub holder: String,
 }
 
+/// What a slot key holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotValue<'a> {
+    pub token: LeaseToken,
+    pub acquired_at: SystemTime,
+    pub ttl: i64,
+    pub max_leaders: u32,
+    pub delay_ttl: Option<i64>,
+    pub holder: &'a str,
+}
+
+impl SlotValue<'_> {
+    /// `{token} {acquired µs} {ttl} {max_leaders} {lock-delay ttl, 0 for none} {holder}`.
+    pub(crate) fn encode(&self) -> String {
+        let micros = self.acquired_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+        let delay = self.delay_ttl.unwrap_or(0);
+        format!("{} {micros} {} {} {delay} {}", self.token, self.ttl, self.max_leaders, self.holder)
+    }
+}
+
 impl Slot {
-    /// A slot key's value: `{token} {acquired µs} {ttl} {lock-delay ttl, 0 for none} {holder}`.
-    pub(crate) fn value(
-        token: LeaseToken,
-        acquired_at: SystemTime,
-        ttl: i64,
-        delay_ttl: Option<i64>,
-        holder: &str,
-    ) -> String {
-        let micros = acquired_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
-        format!("{token} {micros} {ttl} {} {holder}", delay_ttl.unwrap_or(0))
+    /// The value to write for this slot.
+    pub(crate) fn value(&self) -> SlotValue<'_> {
+        SlotValue {
+            token: self.token,
+            acquired_at: self.acquired_at,
+            ttl: self.ttl,
+            max_leaders: self.max_leaders,
+            delay_ttl: self.delay_ttl,
+            holder: &self.holder,
+        }
     }
 
-    /// The slot a key holds; `None` for a value this store did not write.
-    pub(crate) fn read(index: u32, kv: &KeyValue) -> Option<Slot> {
-        let value = std::str::from_utf8(kv.value()).ok()?;
-        let mut fields = value.splitn(5, ' ');
-        let token = fields.next()?.parse().ok()?;
-        let micros: u64 = fields.next()?.parse().ok()?;
-        let ttl = fields.next()?.parse().ok()?;
-        let delay_ttl = fields.next()?.parse::<i64>().ok().filter(|ttl| *ttl > 0);
-        let holder = fields.next().unwrap_or_default().to_owned();
-        Some(Slot {
-            index,
-            token,
-            fence: u64::try_from(kv.create_revision()).ok()?,
-            lease: kv.lease(),
-            ttl,
-            acquired_at: UNIX_EPOCH + Duration::from_micros(micros),
-            delay_ttl,
-            holder,
-        })
+    /// The slot a key holds; an error naming the key for a value this store did not write
+    /// (a TTL out of etcd's range included), so nothing is decided on it.
+    pub(crate) fn read(index: u32, kv: &KeyValue) -> Result<Slot, Error> {
+        let parsed = (|| {
+            let value = std::str::from_utf8(kv.value()).ok()?;
+            let mut fields = value.splitn(6, ' ');
+            let token = fields.next()?.parse().ok()?;
+            let micros: u64 = fields.next()?.parse().ok()?;
+            let ttl = ttl(fields.next()?)?;
+            let max_leaders = fields.next()?.parse().ok().filter(|max| *max > 0)?;
+            let delay: i64 = fields.next()?.parse().ok()?;
+            let delay_ttl = match delay {
+                0 => None,
+                _ => Some(ttl_value(delay)?),
+            };
+            let holder = fields.next().unwrap_or_default().to_owned();
+            Some(Slot {
+                index,
+                token,
+                fence: u64::try_from(kv.create_revision()).ok()?,
+                lease: kv.lease(),
+                ttl,
+                max_leaders,
+                acquired_at: UNIX_EPOCH + Duration::from_micros(micros),
+                delay_ttl,
+                holder,
+            })
+        })();
+        parsed.ok_or_else(|| not_ours(kv, "a slot"))
     }
+
+    /// Whether the slot still waits out a lock-delay.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.delay_ttl.is_some()
+    }
+}
+
+/// A marker's value: slot `index`'s holder has not released it, and holds a lease of `ttl`
+/// seconds: if the slot is gone, the lease expired or was revoked, and its holder may act
+/// until one TTL after that.
+pub(crate) fn held_marker(ttl: i64) -> String {
+    format!("held {ttl}")
+}
+
+/// The TTL a marker records; an error naming the key for a value this store did not write.
+pub(crate) fn read_marker(kv: &KeyValue) -> Result<i64, Error> {
+    std::str::from_utf8(kv.value())
+        .ok()
+        .and_then(|value| value.strip_prefix("held "))
+        .and_then(ttl)
+        .ok_or_else(|| not_ours(kv, "a marker"))
+}
+
+/// A TTL field: whole seconds within etcd's range.
+fn ttl(text: &str) -> Option<i64> {
+    ttl_value(text.parse().ok()?)
+}
+
+fn ttl_value(ttl: i64) -> Option<i64> {
+    (1..=MAX_TTL_SECS).contains(&ttl).then_some(ttl)
+}
+
+/// The refusal of a key whose value this store did not write.
+fn not_ours(kv: &KeyValue, what: &str) -> Error {
+    let key = String::from_utf8_lossy(kv.key()).into_owned();
+    let found = String::from_utf8_lossy(kv.value()).chars().take(64).collect::<String>();
+    Error::WrongType { key, found: format!("{found:?}, which is not {what} this store wrote") }
 }
 
 /// `time`, to the microsecond below (as a slot's record keeps it).
 pub(crate) fn to_micros(time: SystemTime) -> SystemTime {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     UNIX_EPOCH + Duration::from_micros(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
-}
-
-/// How a slot's last holder left, as its `last` key says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LastHolder {
-    /// Never held, or released: the slot may be used at once.
-    Released,
-    /// Granted with a lease of `ttl` seconds and never released: if the slot is free, the
-    /// lease expired or was revoked, and its holder may act until one TTL after that.
-    Held { ttl: i64 },
-}
-
-impl LastHolder {
-    pub(crate) fn value(self) -> String {
-        match self {
-            LastHolder::Released => "released".to_owned(),
-            LastHolder::Held { ttl } => format!("held {ttl}"),
-        }
-    }
-
-    /// The state a `last` key's value says; a value this store did not write counts as held
-    /// with a long TTL, so it delays rather than admits.
-    pub(crate) fn read(value: &[u8]) -> LastHolder {
-        match std::str::from_utf8(value).ok().and_then(|value| value.split_once(' ')) {
-            _ if value == b"released" => LastHolder::Released,
-            Some(("held", ttl)) => LastHolder::Held { ttl: ttl.parse().unwrap_or(i64::MAX / 2) },
-            _ => LastHolder::Held { ttl: 60 },
-        }
-    }
 }
 
 #[cfg(test)]
@@ -174,17 +224,16 @@ mod tests {
         assert_eq!(group.slot(2), "app/leader:a slot 2");
         assert_eq!(group.part_of(b"app/leader:a slot 2"), Some(Part::Slot(2)));
         assert_eq!(group.part_of(b"app/leader:a last 0"), Some(Part::Last(0)));
-        assert_eq!(group.part_of(b"app/leader:a max"), Some(Part::Max));
         assert_eq!(group.part_of(b"app/leader:ab slot 2"), None);
         assert_eq!(group.part_of(b"app/leader:a slot x"), None);
         assert!(!"app/leader:a/b slot 0".starts_with(&group.range));
     }
 
     #[test]
-    fn markers_read_back() {
-        for last in [LastHolder::Released, LastHolder::Held { ttl: 7 }] {
-            assert_eq!(LastHolder::read(last.value().as_bytes()), last);
+    fn ttls_out_of_range_are_refused() {
+        assert_eq!(ttl("7"), Some(7));
+        for bad in ["0", "-3", "1x", "", "9000000001", "99999999999999999999"] {
+            assert_eq!(ttl(bad), None, "{bad}");
         }
-        assert_eq!(LastHolder::read(b"junk"), LastHolder::Held { ttl: 60 });
     }
 }

@@ -1,10 +1,20 @@
 //! etcd leases for slots: granting one (learning the cluster's minimum TTL), keeping one
-//! alive, revoking one, reusing the ones released slots leave ([`LeasePool`]), and waiting out
-//! a takeover's lock-delay.
+//! alive, revoking one, reusing the ones released slots leave ([`LeasePool`]), the marker
+//! leases ([`MarkerLeases`]), and waiting out a takeover's lock-delay.
 //!
 //! A lease grant is a Raft write; a keep-alive is not (the leader's lessor answers it). So a
 //! store keeps the leases of the slots it released, kept alive on reuse, and a warm grant
-//! costs one write, the transaction.
+//! costs one write, the transaction. Why that is safe: a lease enters the pool only when
+//! no key is bound to it and none can be: after a release transaction whose answer said it
+//! deleted the lease's one slot, or an acquire whose transactions on it all answered
+//! without committing. A lease named by a transaction that did not answer is never pooled
+//! or used again: it is revoked (see `hints.rs`).
+//!
+//! A slot's marker (`last {i}`, see `layout.rs`) must outlive its holder's deadline even
+//! when etcd revokes the slot's lease early: a lessor revokes a lease early only against a
+//! keep-alive it missed, so markers are bound to leases nobody keeps alive, granted with a
+//! long TTL and shared by the store's slots. A holder's deadline never passes its marker's
+//! lease: its renewals move the marker to a fresher one before they would.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,12 +24,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EtcdStore;
-use super::members::lease_not_found;
-use crate::Error;
 use crate::store::bound::Bound;
+use crate::{Error, LeaseToken};
 
 /// How many unused leases a store keeps per TTL.
 const POOLED_PER_TTL: usize = 64;
+
+/// A marker lease lives this many slot TTLs (at least [`MIN_MARKER_SECS`]): a slot moves its
+/// marker to a fresher lease about every eight of its TTLs, and a group whose holder died
+/// leaves nothing once that long has passed.
+const MARKER_TTLS: i64 = 10;
+
+/// The shortest marker lease, in seconds.
+const MIN_MARKER_SECS: i64 = 10;
 
 /// A lease for a slot.
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +81,67 @@ impl LeasePool {
     }
 }
 
+impl NewLease {
+    /// When it expires at the earliest, if nobody keeps it alive.
+    pub(crate) fn expires_at(&self) -> Instant {
+        self.sent_at + secs(self.ttl)
+    }
+}
+
+/// The store's marker leases (never kept alive), by when they expire.
+#[derive(Default)]
+pub(crate) struct MarkerLeases {
+    current: Mutex<Vec<NewLease>>,
+}
+
+impl MarkerLeases {
+    /// A marker lease that lives at least `needed` more, if the store has one.
+    fn living(&self, needed: Duration) -> Option<NewLease> {
+        let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        current.retain(|lease| lease.expires_at() > now);
+        current
+            .iter()
+            .copied()
+            .filter(|lease| lease.expires_at() >= now + needed)
+            .max_by_key(NewLease::expires_at)
+    }
+
+    fn add(&self, lease: NewLease) {
+        let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        current.push(lease);
+    }
+}
+
+/// The TTL of a marker lease for slots of `ttl` seconds.
+fn marker_ttl(ttl: i64) -> i64 {
+    ttl.saturating_mul(MARKER_TTLS).clamp(MIN_MARKER_SECS, super::MAX_TTL_SECS)
+}
+
 impl EtcdStore {
+    /// A marker lease for a slot of `ttl` seconds that lives at least three of its TTLs more:
+    /// one the store has, or a new one.
+    pub(crate) async fn marker_lease(&self, bound: &Bound, ttl: i64) -> Result<NewLease, Error> {
+        let needed = secs(ttl.saturating_mul(3));
+        if let Some(lease) = self.inner.markers.living(needed) {
+            return Ok(lease);
+        }
+        let lease = self.grant_lease(bound, marker_ttl(ttl), None).await?;
+        self.inner.markers.add(lease);
+        Ok(lease)
+    }
+
+    /// Revokes the leases `token`'s unanswered transactions named, waiting for each answer,
+    /// so whatever they bound is gone and nothing more can be bound to them; an error if a
+    /// revocation did not answer (the token's next attempt tries again).
+    pub(crate) async fn settle(&self, bound: &Bound, token: LeaseToken) -> Result<(), Error> {
+        for lease in self.inner.hints.unanswered_leases(token) {
+            self.revoke(bound, lease).await?;
+            self.inner.hints.revoked(token, lease);
+        }
+        Ok(())
+    }
+
     /// A lease of `ttl` seconds: a kept one, kept alive now (no Raft write), or a new grant.
     /// With `reuse_fresh`, a kept lease kept alive within the last third of its TTL is used
     /// as it is (two thirds of it are left; the caller counts from its `sent_at`); without,
@@ -140,6 +217,7 @@ impl EtcdStore {
 
     /// Revokes a lease no key uses, without waiting (it would expire by itself anyway).
     pub(crate) fn revoke_behind(&self, lease: i64) {
+        self.inner.keep_alives.forget(lease);
         let members = self.inner.members.clone();
         tokio::spawn(async move {
             let bound = members.bound("revoke");
@@ -153,6 +231,7 @@ impl EtcdStore {
 
     /// Revokes `lease`, waiting for the answer (a renewal under it fails from then on).
     pub(crate) async fn revoke(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
+        self.inner.keep_alives.forget(lease);
         let members = &self.inner.members;
         let revoke =
             members.call(bound, |client| async move { client.lease_client().revoke(lease).await });
@@ -161,18 +240,6 @@ impl EtcdStore {
             Err(Error::Store { message, .. }) if message.contains("not found") => Ok(()),
             Err(error) => Err(error),
         }
-    }
-
-    /// Keeps `lease` alive: `Ok(true)` when it was, `Ok(false)` when it is gone.
-    pub(crate) async fn keep_alive(&self, bound: &Bound, lease: i64) -> Result<bool, Error> {
-        let call = self.inner.members.call(bound, |client| async move {
-            match client.lease_client().keep_alive(lease).await {
-                Ok(_) => Ok(true),
-                Err(error) if lease_not_found(&error) => Ok(false),
-                Err(error) => Err(error),
-            }
-        });
-        call.await
     }
 
     /// Waits out a takeover's lock-delay until `until`, keeping `lease` alive (every third of

@@ -83,11 +83,38 @@ impl Members {
     /// next member (after 5 ms, doubling), until the deadline. Each attempt has an equal
     /// share of the time left among the members not tried yet, so a member that does not
     /// answer at all (dead, paused, cut off) leaves time for the others. Every call made
-    /// through here must be safe to make twice: the store's operations re-read what they
-    /// need.
+    /// through here must be safe to make twice: reads, keep-alives, revocations.
     pub(crate) async fn call<T, F>(
         &self,
         bound: &Bound,
+        call: impl FnMut(Client) -> F,
+    ) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.call_with(bound, true, call).await
+    }
+
+    /// [`call`](Self::call) for a transaction that writes: it moves to the next member after
+    /// a refusal (the member did not take it), but not after an attempt that got no answer
+    /// in its share of the time, which may still commit later; that attempt's
+    /// [`Error::Timeout`] goes to the caller, which revokes the transaction's lease before
+    /// it tries again.
+    pub(crate) async fn call_write<T, F>(
+        &self,
+        bound: &Bound,
+        call: impl FnMut(Client) -> F,
+    ) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.call_with(bound, false, call).await
+    }
+
+    async fn call_with<T, F>(
+        &self,
+        bound: &Bound,
+        resend_unanswered: bool,
         mut call: impl FnMut(Client) -> F,
     ) -> Result<T, Error>
     where
@@ -113,7 +140,7 @@ impl Members {
             let error = match bound.run(tokio::time::timeout(share, call(client))).await {
                 Ok(Ok(Ok(value))) => return Ok(value),
                 Ok(Ok(Err(error))) => error,
-                Ok(Err(_)) if bound.leaves(pause) => {
+                Ok(Err(_)) if resend_unanswered && bound.leaves(pause) => {
                     tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], "etcd member did not answer; trying the next");
                     self.leave(member);
                     continue;
@@ -124,7 +151,9 @@ impl Members {
                 }
             };
             match classify(error) {
-                Failure::Transient(error) if bound.leaves(pause) => {
+                Failure::Transient(error)
+                    if bound.leaves(pause) && (resend_unanswered || never_taken(&error)) =>
+                {
                     tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], %error, "etcd member failed; trying the next");
                     self.leave(member);
                     tokio::time::sleep(pause).await;
@@ -230,6 +259,22 @@ pub(crate) fn classify(error: etcd_client::Error) -> Failure {
             _ => Failure::Permanent(error),
         },
         _ => Failure::Permanent(error),
+    }
+}
+
+/// Whether a failed call certainly did not reach the cluster's log: the member could not be
+/// reached, or refused it for want of a leader. (A timeout, a leader change or a connection
+/// lost mid-call may still commit.)
+fn never_taken(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::TransportError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = status.message();
+            ["tcp connect error", "error trying to connect", "no leader", "Connection refused"]
+                .iter()
+                .any(|refusal| message.contains(refusal))
+        }
+        _ => false,
     }
 }
 

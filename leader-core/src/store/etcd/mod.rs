@@ -2,19 +2,21 @@
 //!
 //! # The model
 //!
-//! A group is a few keys under `{prefix}{key} ` (see `layout.rs`): its `max_leaders`, one key
-//! per live slot and one key per slot index saying how its last holder left. A slot key is
-//! bound to an etcd lease of the slot's TTL, so it goes with the lease: an idle group keeps only its `max_leaders` and one short `last` key per
-//! slot index it used (at most the most slots ever held at once, plus four).
+//! A group is a few keys under `{prefix}{key} ` (see `layout.rs`): one key per live slot,
+//! bound to an etcd lease of the slot's TTL, so it goes with the lease; one marker per slot
+//! index whose holder has not released it; and the size of its latest grant. Markers and the
+//! size live on marker leases nobody keeps alive, so a group nobody uses leaves nothing once
+//! they have run out (ten slot TTLs, at least ten seconds), and a holder's release deletes its
+//! slot and its marker at once.
 //!
 //! - **Acquire** takes a free index in one transaction that binds the slot key to a lease,
-//!   *if* the group is as the store last saw it. It reads the group first (a linearizable
-//!   read, no Raft write) unless a slot was just freed, and answers a full group, a token
-//!   that already holds a slot (idempotent acquire) and a mismatched `max_leaders` from that
-//!   read (see `acquire.rs`, `hints.rs`). etcd needs the lease before the transaction; the
-//!   store reuses the leases of its released slots (see `leases.rs`), so a grant after a
-//!   release is **one round trip**, otherwise two or three (a read, a lease grant, the
-//!   transaction).
+//!   *if* nothing happened in the group since the revision its decision was made on. It
+//!   reads the group first (a linearizable read, no Raft write) unless a slot was just
+//!   freed, and answers a full group, a token that already holds a slot (idempotent
+//!   acquire) and a mismatched `max_leaders` from that read (see `acquire.rs`,
+//!   `hints.rs`). etcd needs the lease before the transaction; the store reuses the leases
+//!   of its released slots (see `leases.rs`), so a grant after a release is **one round
+//!   trip**, otherwise two or three (a read, a lease grant, the transaction).
 //! - **The fence** is the slot key's `create_revision`: etcd's revision, strictly increasing
 //!   over every write of the cluster, kept by Raft and never going back after a restart of
 //!   any or all members.
@@ -24,16 +26,17 @@
 //!   TTL (one and a half election timeouts, rounded up: 2 s with etcd's defaults) is refused,
 //!   naming the minimum, since etcd would silently raise it. etcd deletes an expired lease's
 //!   keys within about half a second of its expiry.
-//! - **Renew** is a lease keep-alive and, in parallel, a read of the slot key's revision: one
-//!   round trip, no Raft write. A renewal under another TTL (shorter or longer) moves the slot to a
-//!   new lease in one transaction.
-//! - **Release** deletes the slot in one transaction that marks its index released (the
-//!   hand-over happens there): one round trip, and the lease is kept for the next grant. A
-//!   release within `min_lease_time` moves the slot to a lease that ends then (see
-//!   `slots.rs`).
+//! - **Renew** is a keep-alive on the lease's one open stream and, in parallel, a read of the
+//!   slot key: one round trip, no Raft write (and, every few TTLs, one transaction that
+//!   moves the slot's marker to a fresher marker lease). A renewal under another TTL moves
+//!   the slot to a new lease in one transaction.
+//! - **Release** deletes the slot and its marker in one transaction (the hand-over happens
+//!   there): one round trip, and the lease is kept for the next grant. A release within
+//!   `min_lease_time` moves the slot to a lease that ends then (see `slots.rs`).
 //! - **State** reads the group (one round trip) and each live lease's time to live (one
-//!   more, in parallel). A full group's nearest expiry is the shortest TTL among its slots, an
-//!   upper bound: waiters wake on the watch's delete event at the true expiry.
+//!   more, in parallel). A slot waiting out a lock-delay is reported as pending, never as a
+//!   leader. A full group's nearest expiry is the shortest TTL among its slots, an upper
+//!   bound: waiters wake on the watch's delete event at the true expiry.
 //! - **Waiters and observers** share one etcd watch per group and process (see `feed.rs`).
 //!
 //! # Leases revoked early, and the lock-delay
@@ -42,25 +45,29 @@
 //! pause) and resumes may still act as the lessor for a moment, find leases expired on its own
 //! stale view, and have their revocation committed while their holders' TTLs still run (etcd
 //! issues 12528 and 15247). The holder learns of it only at its next keep-alive. So a grant of
-//! an index whose `last` key says its holder never released it (an expiry or a revocation)
-//! is returned only after a **lock-delay** of that holder's TTL from the grant, during which
-//! the new lease is kept alive: by then the old holder's local deadline has passed, however
-//! its lease ended. A slot freed by a release is taken at once. The delay is not part of the
-//! command timeout.
+//! an index whose marker says its holder never released it (an expiry, a revocation, a
+//! release by another process) is returned only after a **lock-delay** of that holder's TTL
+//! from the grant, during which the new lease is kept alive and the slot is written as
+//! pending: by then the old holder's local deadline has passed, however its lease ended. A
+//! grant under another size waits for the markers of the indices the new size leaves out
+//! too. A slot freed by its holder's release is taken at once. The delay is not part of the
+//! command timeout; a candidate that stops during it leaves nothing (its lease is revoked).
 //!
 //! # Members
 //!
 //! The store keeps a client per endpoint and sends calls to one member, moving to the next
 //! after a transient failure (a member down, cut off from its peers, without a leader; see
-//! `members.rs`). Every call asks for a leader (`hasleader`), so a member that lost quorum
-//! answers at once instead of serving a stale watch. With no quorum anywhere, operations
-//! fail with a transient error; nothing is granted.
+//! `members.rs`). A transaction that got no answer is not sent again elsewhere: its lease is
+//! revoked before the next attempt. Every call asks for a leader (`hasleader`), so a member
+//! that lost quorum answers at once instead of serving a stale watch. With no quorum
+//! anywhere, operations fail with a transient error; nothing is granted.
 
 mod acquire;
 mod builder;
 mod feed;
 mod group;
 mod hints;
+mod keep_alive;
 mod layout;
 mod leases;
 mod members;
@@ -79,8 +86,9 @@ use etcd_client::{ConnectOptions, GetOptions, Txn};
 use self::feed::{Feeds, Wakes};
 use self::group::Group;
 use self::hints::Hints;
-use self::layout::{GroupKeys, MAX_KEY_BYTES};
-use self::leases::{LeasePool, secs, too_short};
+use self::keep_alive::KeepAlives;
+use self::layout::{GroupKeys, MAX_KEY_BYTES, Part};
+use self::leases::{LeasePool, MarkerLeases, secs, too_short};
 use self::members::Members;
 use self::slots::HeldSlots;
 use super::bound::Bound;
@@ -91,7 +99,7 @@ use super::{
 use crate::{Error, LeaseToken};
 
 /// etcd's longest lease TTL, in seconds (`MaxLeaseTTL`).
-const MAX_TTL_SECS: i64 = 9_000_000_000;
+pub(crate) const MAX_TTL_SECS: i64 = 9_000_000_000;
 
 /// Leader groups kept in etcd: a grant survives the loss of any minority of members.
 ///
@@ -120,6 +128,10 @@ struct Inner {
     min_ttl: AtomicI64,
     /// The leases of the slots this store released, for its next grants.
     leases: LeasePool,
+    /// The leases its markers live on.
+    markers: MarkerLeases,
+    /// One keep-alive stream per lease.
+    keep_alives: KeepAlives,
     /// The slots this store was granted.
     held: HeldSlots,
     /// What the store last learnt of each group, for an acquire's first step.
@@ -146,6 +158,8 @@ impl EtcdStore {
                 feeds: Feeds::default(),
                 min_ttl: AtomicI64::new(0),
                 leases: LeasePool::default(),
+                markers: MarkerLeases::default(),
+                keep_alives: KeepAlives::default(),
                 held: HeldSlots::default(),
                 hints: Arc::default(),
                 description,
@@ -219,11 +233,15 @@ impl EtcdStore {
             let range = keys.range.clone();
             async move { client.kv_client().get(range, Some(GetOptions::new().with_prefix())).await }
         });
-        Ok(Group::read(keys, get.await?.kvs()))
+        let reply = get.await?;
+        let revision = reply.header().map_or(0, |header| header.revision());
+        Group::read(keys, reply.kvs(), revision)
     }
 
+    /// Sends one transaction, not again after an attempt that got no answer (see
+    /// `Members::call_write`).
     async fn txn(&self, bound: &Bound, txn: Txn) -> Result<etcd_client::TxnResponse, Error> {
-        let call = self.inner.members.call(bound, |client| {
+        let call = self.inner.members.call_write(bound, |client| {
             let txn = txn.clone();
             async move { client.kv_client().txn(txn).await }
         });
@@ -311,17 +329,21 @@ impl LeaseStore for EtcdStore {
                 if life.ttl() < 0 {
                     continue; // expired between the two reads
                 }
-                // etcd truncates the time left to whole seconds: up to one more is left.
-                let left = (life.ttl() + 1).min(life.granted_ttl().max(1));
-                snapshot.leaders.push(SlotInfo {
+                // etcd truncates the time left to whole seconds: at least this is left.
+                let info = SlotInfo {
                     holder: slot.holder.clone(),
                     fence: slot.fence,
                     acquired_at: slot.acquired_at,
-                    expires_in: secs(left),
-                });
+                    expires_in: secs(life.ttl().min(life.granted_ttl())),
+                };
+                // A slot in its lock-delay is taken, but its holder does not lead yet.
+                match slot.is_pending() {
+                    true => snapshot.pending.push(info),
+                    false => snapshot.leaders.push(info),
+                }
             }
-            if !snapshot.leaders.is_empty() {
-                snapshot.max_leaders = group.max;
+            if !snapshot.leaders.is_empty() || !snapshot.pending.is_empty() {
+                snapshot.max_leaders = group.size();
             }
             Ok(snapshot)
         })
@@ -367,13 +389,17 @@ impl LeaseStore for EtcdStore {
                     }
                 })
                 .await?;
+            // A group is listed while it has a slot, a marker or its size: the keys a group
+            // keeps while used, and for a while after.
             let mut groups: Vec<String> = reply
                 .kvs()
                 .iter()
                 .filter_map(|kv| {
                     let key = std::str::from_utf8(kv.key()).ok()?;
-                    let (group, part) = key.strip_prefix(&self.inner.prefix)?.split_once(' ')?;
-                    (part == "max" && group.ends_with(suffix)).then(|| group.to_owned())
+                    let (group, _) = key.strip_prefix(&self.inner.prefix)?.split_once(' ')?;
+                    let ours = GroupKeys::new(&self.inner.prefix, group).part_of(kv.key());
+                    let listed = matches!(ours, Some(Part::Max | Part::Slot(_) | Part::Last(_)));
+                    (listed && group.ends_with(suffix)).then(|| group.to_owned())
                 })
                 .collect();
             groups.sort();

@@ -1,39 +1,59 @@
 //! The slots this process holds ([`Held`], a cache by token), and what is done to a held
-//! slot: renew, release, moving it to another lease.
+//! slot: renew, release, revoke, moving it to another lease.
 //!
-//! - **Renew** keeps the slot's lease alive and, in parallel, reads the slot key's revision:
-//!   one round trip, no Raft write. A renewal under another TTL moves the slot to a new
-//!   lease.
-//! - **Release** deletes the slot and marks the index released, in one
-//!   transaction (the hand-over happens there); the lease is kept for the store's next grant.
-//!   A slot granted to another process (whose lease this one cannot reuse) has its lease
-//!   revoked too. Within `min_lease_time`, the slot moves to a lease that ends then.
+//! - **Renew** keeps the slot's lease alive on its stream and, in parallel, reads the slot
+//!   key (one round trip, no Raft write), which must still be the grant on that lease. When
+//!   the holder's new deadline would come near the end of its marker's lease, the marker
+//!   moves to a fresher one first (one transaction every few TTLs); if it cannot, the
+//!   renewal's time to live stops at the marker's end. A renewal under another TTL moves the
+//!   slot to a new lease.
+//! - **Release** deletes the slot and its marker in one transaction that writes nothing (so
+//!   it also works past etcd's space quota): the hand-over happens there, and the lease is
+//!   kept for the store's next grant. A slot this store was not granted (another process's,
+//!   released with its token) is ended as a revocation at expiry instead. Within
+//!   `min_lease_time`, the slot moves to a lease that ends then.
+//! - **Revoke** (a caller that was not granted the slot) deletes the slot and marks its
+//!   index held, then revokes its lease: the holder's next renewal is refused, and the next
+//!   taker waits the lock-delay. `Revocation::Now` marks nothing.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use tokio::time::Instant;
 
 use super::EtcdStore;
-use super::layout::{GroupKeys, LastHolder, Slot};
+use super::layout::{GroupKeys, Slot, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
 use crate::store::bound::Bound;
 use crate::store::{ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
 use crate::{Error, LeaseToken};
 
 /// A slot this process holds (or found by reading its group).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Held {
-    pub index: u32,
-    pub fence: u64,
+    /// The slot as its key holds it (its lease's TTL and its lock-delay included).
+    pub slot: Slot,
     /// The slot's lease, as last kept alive.
     pub lease: NewLease,
-    pub acquired_at: SystemTime,
-    /// Until when its lock-delay runs, if it was taken over.
+    /// The lease its marker is bound to (never kept alive).
+    pub marker: NewLease,
+    /// Until when its lock-delay runs, if it waits one.
     pub delay_until: Option<Instant>,
-    /// The TTL of the holder it was taken over from, if it was (kept in its record).
-    pub delay_ttl: Option<i64>,
+}
+
+impl Held {
+    fn fence(&self) -> i64 {
+        i64::try_from(self.slot.fence).unwrap_or(i64::MAX)
+    }
+
+    /// The compares that the slot is still this grant, on its lease.
+    fn still_this_grant(&self, slot_key: &str) -> [Compare; 2] {
+        [
+            Compare::create_revision(slot_key, CompareOp::Equal, self.fence()),
+            Compare::lease(slot_key, CompareOp::Equal, self.lease.id),
+        ]
+    }
 }
 
 /// The slots this process was granted, by token: where their lease is, so a renewal needs no
@@ -47,13 +67,13 @@ pub(crate) struct HeldSlots {
 /// without a release or a refused renewal would otherwise stay).
 const CACHED: usize = 4096;
 
-/// A slot's move to a new lease: its TTL, what its index's `last` key then says (`None`:
-/// left as it is), and the `lease_time` the holder counts on (`None`: a longer lease than
-/// asked is fine).
+/// A slot's move to a new lease: its TTL, whether its marker is deleted (a release kept for
+/// its minimum lease: the holder acts no more), and the `lease_time` the holder counts on
+/// (`None`: a longer lease than asked is fine).
 #[derive(Debug, Clone, Copy)]
 struct Relet {
     ttl: i64,
-    last: Option<LastHolder>,
+    released: bool,
     lease_time: Option<Duration>,
 }
 
@@ -62,12 +82,12 @@ impl EtcdStore {
         self.inner.held.by_token.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn remember(&self, token: LeaseToken, held: Held) {
+    pub(crate) fn remember(&self, held: Held) {
         let mut cache = self.cache();
-        if cache.len() >= CACHED && !cache.contains_key(&token) {
+        if cache.len() >= CACHED && !cache.contains_key(&held.slot.token) {
             cache.clear();
         }
-        cache.insert(token, held);
+        cache.insert(held.slot.token, held);
     }
 
     pub(crate) fn forget(&self, token: LeaseToken) {
@@ -80,20 +100,20 @@ impl EtcdStore {
     }
 
     /// What this process knows of `slot`: its cache entry, or what the slot's record says
-    /// (a taken-over slot then waits a whole TTL from now, as its delay may still run).
+    /// (its lease as if kept alive a TTL ago; its marker's lease as if it ended now, so the
+    /// first renewal moves the marker; a pending slot waits a whole delay from now).
     pub(crate) fn held_slot(&self, slot: &Slot) -> Held {
-        if let Some(held) = self.cache().get(&slot.token) {
-            return *held;
+        if let Some(held) = self.cache().get(&slot.token)
+            && held.slot.fence == slot.fence
+        {
+            return held.clone();
         }
         let now = Instant::now();
         Held {
-            index: slot.index,
-            fence: slot.fence,
-            // When it was last kept alive is not known here: as if a TTL ago.
+            slot: slot.clone(),
             lease: NewLease { id: slot.lease, ttl: slot.ttl, sent_at: now - secs(slot.ttl) },
-            acquired_at: slot.acquired_at,
+            marker: NewLease { id: 0, ttl: 0, sent_at: now },
             delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
-            delay_ttl: slot.delay_ttl,
         }
     }
 
@@ -106,7 +126,7 @@ impl EtcdStore {
         token: LeaseToken,
     ) -> Result<Option<(Held, bool)>, Error> {
         if let Some(held) = self.cache().get(&token) {
-            return Ok(Some((*held, true)));
+            return Ok(Some((held.clone(), true)));
         }
         let group = self.read(bound, keys).await?;
         Ok(group.slot_of(token).map(|slot| (self.held_slot(slot), false)))
@@ -120,38 +140,93 @@ impl EtcdStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         let bound = self.bound("renew");
-        let Some((held, _)) = self.find(&bound, keys, token).await? else {
+        self.settle(&bound, token).await?;
+        let Some((mut held, _)) = self.find(&bound, keys, token).await? else {
             return Ok(RenewOutcome::NotHeld);
         };
         let lease = if held.lease.ttl == ttl {
-            // The lease kept alive, and the slot still the token's (an operator's release
-            // from another process deletes it).
-            let slot_key = keys.slot(held.index);
+            // The lease kept alive, and the slot still this grant on it (a revocation by
+            // another process deletes it).
+            let slot_key = keys.slot(held.slot.index);
             let (alive, key) = tokio::join!(
                 self.renew_kept(&bound, held.lease),
-                self.still_held(&bound, &slot_key, held)
+                self.still_held(&bound, &slot_key, &held)
             );
             let (Some(lease), true) = (alive?, key?) else {
                 self.forget(token);
                 return Ok(RenewOutcome::NotHeld);
             };
-            self.remember(token, Held { lease, ..held });
+            held.lease = lease;
+            self.remember(held.clone());
             lease
         } else {
             // Another TTL: a new lease. The holder may count on the longer of the two.
-            let last = Some(LastHolder::Held { ttl: ttl.max(held.lease.ttl) });
-            let relet = Relet { ttl, last, lease_time: Some(lease_time) };
-            match self.relet(&bound, keys, token, held, relet).await? {
-                Some(lease) => lease,
+            let relet = Relet { ttl, released: false, lease_time: Some(lease_time) };
+            match self.relet(&bound, keys, &held, relet).await? {
+                Some(moved) => {
+                    held = moved;
+                    held.lease
+                }
                 None => return Ok(RenewOutcome::NotHeld),
             }
         };
         // Counted from when the keep-alive (or grant) was sent, not from its reply, which a
-        // stalled process may read much later.
+        // stalled process may read much later; never past the marker's lease.
+        let lives = self.within_marker(&bound, keys, &mut held, lease, lease_time).await;
         Ok(RenewOutcome::Renewed {
-            expires_at: wall_clock_of(lease.sent_at) + lease_time,
-            expires_in: lease_time,
+            expires_at: wall_clock_of(lease.sent_at) + lives,
+            expires_in: lives,
         })
+    }
+
+    /// How long a slot kept alive at `lease.sent_at` may be counted on: `lease_time`, unless
+    /// its marker's lease ends sooner. A marker whose lease ends within three TTLs of the
+    /// slot's new deadline moves to a fresher one first; if that fails, the time is cut to
+    /// the marker's end.
+    pub(crate) async fn within_marker(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        held: &mut Held,
+        lease: NewLease,
+        lease_time: Duration,
+    ) -> Duration {
+        let deadline = lease.sent_at + lease_time;
+        if held.marker.expires_at() < deadline + secs(lease.ttl.saturating_mul(3)) {
+            match self.move_marker(bound, keys, held).await {
+                Ok(true) => self.remember(held.clone()),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(group = %keys.range.trim_end(), %error, "could not move a slot's marker to a fresher lease; the renewal counts up to the marker's end");
+                }
+            }
+        }
+        let until_marker = held.marker.expires_at().saturating_duration_since(lease.sent_at);
+        lease_time.min(until_marker)
+    }
+
+    /// Moves `held`'s marker to a marker lease that lives three TTLs more, in one
+    /// transaction that checks the slot is still this grant; `false` if it is not.
+    async fn move_marker(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        held: &mut Held,
+    ) -> Result<bool, Error> {
+        let marker = self.marker_lease(bound, held.slot.ttl).await?;
+        let slot_key = keys.slot(held.slot.index);
+        let recorded = held.slot.ttl.max(held.slot.delay_ttl.unwrap_or(0));
+        let txn = Txn::new().when(held.still_this_grant(&slot_key)).and_then([TxnOp::put(
+            keys.last(held.slot.index),
+            held_marker(recorded),
+            Some(PutOptions::new().with_lease(marker.id)),
+        )]);
+        // A marker written late is harmless: a later move or the release replaces it.
+        let moved = self.txn(bound, txn).await?.succeeded();
+        if moved {
+            held.marker = marker;
+        }
+        Ok(moved)
     }
 
     pub(crate) async fn release_slot(
@@ -161,6 +236,7 @@ impl EtcdStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         let bound = self.bound("release");
+        self.settle(&bound, token).await?;
         let Some((held, ours)) = self.find(&bound, keys, token).await? else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -168,47 +244,53 @@ impl EtcdStore {
             // Released by a process that was not granted it (an operator's tool, another
             // service with the token): its holder may still act, so it goes as a takeover
             // would (the next taker waits the lock-delay).
-            return self.end_slot(&bound, keys, held, Revocation::AtExpiry).await;
+            return self.end_slot(&bound, keys, &held, Revocation::AtExpiry).await;
         }
         // A slot still in its lock-delay was never acted on, but the holder it was taken
-        // from may still act: its index stays marked held.
+        // from may still act: its marker stays.
         let delayed = held.delay_until.is_some_and(|until| until > Instant::now());
-        let keep = (held.acquired_at + min_lease_time)
+        let keep = (held.slot.acquired_at + min_lease_time)
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         if !keep.is_zero() {
             let min = self.min_ttl();
             let ttl = self.ttl_for(keep).unwrap_or(min).max(min);
-            // Within the lock-delay, the index keeps the TTL its grant recorded.
-            let last = (!delayed).then_some(LastHolder::Released);
-            let relet = Relet { ttl, last, lease_time: None };
-            let moved = self.relet(&bound, keys, token, held, relet).await?;
+            let relet = Relet { ttl, released: !delayed, lease_time: None };
+            let moved = self.relet(&bound, keys, &held, relet).await?;
             self.forget(token);
             return Ok(match moved {
                 Some(_) => ReleaseOutcome::Kept { expires_in: keep },
                 None => ReleaseOutcome::NotHeld,
             });
         }
-        let slot_key = keys.slot(held.index);
+        let slot_key = keys.slot(held.slot.index);
         let mut then = vec![TxnOp::delete(slot_key.as_str(), None)];
         if !delayed {
-            then.push(TxnOp::put(keys.last(held.index), LastHolder::Released.value(), None));
+            then.push(TxnOp::delete(keys.last(held.slot.index), None));
         }
         let txn = Txn::new()
-            .when([Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held))])
-            .and_then(then);
-        let reply = self.txn(&bound, txn).await?;
+            .when(held.still_this_grant(&slot_key))
+            .and_then(then)
+            .or_else([TxnOp::get(slot_key.as_str(), Some(GetOptions::new().with_keys_only()))]);
+        let reply = match self.send(&bound, token, held.lease.id, txn).await {
+            Ok(reply) => reply,
+            Err(error) if error.is_transient() => {
+                // No answer: its lease revoked, so the slot is gone whether the transaction
+                // committed or not (its index keeps its marker if it had not: one lock-delay
+                // too many, never one too few).
+                self.settle(&bound, token).await?;
+                self.forget(token);
+                return Ok(ReleaseOutcome::Released);
+            }
+            Err(error) => return Err(error),
+        };
         self.forget(token);
         if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
-        self.inner.hints.freed(&keys.range, held.index);
-        if ours {
-            self.unused(held.lease);
-        } else if let Err(error) = self.revoke(&bound, held.lease.id).await {
-            // Freed already; the holder's next renewal finds its slot key gone anyway.
-            tracing::warn!(group = %keys.range.trim_end(), %error, "released, but could not revoke the slot's etcd lease; it expires by itself");
-        }
+        let revision = reply.header().map_or(0, |header| header.revision());
+        self.inner.hints.freed(&keys.range, held.slot.index, revision);
+        self.unused(held.lease);
         Ok(ReleaseOutcome::Released)
     }
 
@@ -230,7 +312,7 @@ impl EtcdStore {
             return Ok(ReleaseOutcome::NotHeld);
         };
         let held = self.held_slot(found);
-        let outcome = self.end_slot(&bound, keys, held, how).await?;
+        let outcome = self.end_slot(&bound, keys, &held, how).await?;
         if outcome != ReleaseOutcome::NotHeld {
             self.forget(found.token);
         }
@@ -241,30 +323,29 @@ impl EtcdStore {
     /// checks it is still that grant on its lease, then revokes the lease (so the holder's
     /// next renewal is refused). At expiry its index is marked held by the slot's TTL, so the
     /// next taker waits that long after its grant (the lock-delay), by when the holder's
-    /// deadline has passed; now, the index is marked released and taken at once.
+    /// deadline has passed; now, its marker goes and the index is taken at once.
     async fn end_slot(
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: Held,
+        held: &Held,
         how: Revocation,
     ) -> Result<ReleaseOutcome, Error> {
-        let slot_key = keys.slot(held.index);
-        let ttl = held.lease.ttl.max(held.delay_ttl.unwrap_or(0));
-        let last = match how {
-            Revocation::Now => LastHolder::Released,
-            _ => LastHolder::Held { ttl },
+        let slot_key = keys.slot(held.slot.index);
+        let ttl = held.slot.ttl.max(held.slot.delay_ttl.unwrap_or(0));
+        let marker = match how {
+            Revocation::Now => TxnOp::delete(keys.last(held.slot.index), None),
+            _ => {
+                let lease = self.marker_lease(bound, ttl).await?;
+                let on_marker = PutOptions::new().with_lease(lease.id);
+                TxnOp::put(keys.last(held.slot.index), held_marker(ttl), Some(on_marker))
+            }
         };
         let txn = Txn::new()
-            .when([
-                Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held)),
-                Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
-            ])
-            .and_then([
-                TxnOp::delete(slot_key.as_str(), None),
-                TxnOp::put(keys.last(held.index), last.value(), None),
-            ]);
-        if !self.txn(bound, txn).await?.succeeded() {
+            .when(held.still_this_grant(&slot_key))
+            .and_then([TxnOp::delete(slot_key.as_str(), None), marker]);
+        let reply = self.txn(bound, txn).await?;
+        if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
         if let Err(error) = self.revoke(bound, held.lease.id).await {
@@ -273,7 +354,8 @@ impl EtcdStore {
         }
         Ok(match how {
             Revocation::Now => {
-                self.inner.hints.freed(&keys.range, held.index);
+                let revision = reply.header().map_or(0, |header| header.revision());
+                self.inner.hints.freed(&keys.range, held.slot.index, revision);
                 ReleaseOutcome::Released
             }
             _ => ReleaseOutcome::Kept { expires_in: secs(ttl) },
@@ -281,103 +363,84 @@ impl EtcdStore {
     }
 
     /// Moves `held`'s slot to a new lease as `relet` says, in one transaction that checks the
-    /// slot is still the token's on its lease; `None` when it was not.
+    /// slot is still this grant on its lease; the slot as moved, or `None` when it was not.
     async fn relet(
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        token: LeaseToken,
-        held: Held,
+        held: &Held,
         relet: Relet,
-    ) -> Result<Option<NewLease>, Error> {
-        let Relet { ttl, last, lease_time } = relet;
-        let slot_key = keys.slot(held.index);
-        let Some(holder) = self.holder_of(bound, &slot_key, held.index).await? else {
-            self.forget(token);
-            return Ok(None);
-        };
+    ) -> Result<Option<Held>, Error> {
+        let Relet { ttl, released, lease_time } = relet;
+        let token = held.slot.token;
+        let slot_key = keys.slot(held.slot.index);
         // Kept alive now: the holder counts its time to live from this call.
         let lease = self.lease(bound, ttl, lease_time, false).await?;
+        let mut moved = held.slot.clone();
+        moved.ttl = ttl;
+        moved.lease = lease.id;
         let on_lease = PutOptions::new().with_lease(lease.id);
-        let value = Slot::value(token, held.acquired_at, ttl, held.delay_ttl, &holder);
-        let mut then = vec![TxnOp::put(slot_key.as_str(), value, Some(on_lease))];
-        if let Some(last) = last {
-            then.push(TxnOp::put(keys.last(held.index), last.value(), None));
+        let mut then = vec![TxnOp::put(slot_key.as_str(), moved.value().encode(), Some(on_lease))];
+        let mut marker = held.marker;
+        if released {
+            then.push(TxnOp::delete(keys.last(held.slot.index), None));
+        } else if ttl > held.slot.ttl.max(held.slot.delay_ttl.unwrap_or(0)) {
+            // Whoever takes the index next waits for the longer TTL.
+            marker = self.marker_lease(bound, ttl).await?;
+            let on_marker = PutOptions::new().with_lease(marker.id);
+            then.push(TxnOp::put(keys.last(held.slot.index), held_marker(ttl), Some(on_marker)));
         }
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(slot_key.as_str(), CompareOp::Equal, fence(held)),
-                Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
-            ])
-            .and_then(then);
-        let moved = match self.txn(bound, txn).await {
-            Ok(reply) if reply.succeeded() => true,
-            // Sent again after a lost reply, the transaction finds its own work done.
-            Ok(_) => self.on_lease(bound, &slot_key, held, lease.id).await?,
+        let txn = Txn::new().when(held.still_this_grant(&slot_key)).and_then(then);
+        let reply = match self.send(bound, token, lease.id, txn).await {
+            Ok(reply) => reply,
             Err(error) => {
+                // Perhaps moved unseen: revoked with the rest at the next attempt.
                 self.forget(token);
                 return Err(error);
             }
         };
-        if !moved {
-            self.revoke_behind(lease.id);
+        if !reply.succeeded() {
+            self.unused(lease);
             self.forget(token);
             return Ok(None);
         }
         self.revoke_behind(held.lease.id);
-        self.remember(token, Held { lease, ..held });
-        Ok(Some(lease))
+        moved.fence = held.slot.fence;
+        let moved = Held { slot: moved, lease, marker, delay_until: held.delay_until };
+        self.remember(moved.clone());
+        Ok(Some(moved))
     }
 
-    /// Whether `held`'s slot is bound to lease `lease` now.
-    async fn on_lease(
-        &self,
-        bound: &Bound,
-        slot_key: &str,
-        held: Held,
-        lease: i64,
-    ) -> Result<bool, Error> {
+    /// Whether slot key `slot_key` is still `held`'s grant on its lease (a linearizable read
+    /// of its revision and lease; no value is sent back).
+    async fn still_held(&self, bound: &Bound, slot_key: &str, held: &Held) -> Result<bool, Error> {
         let get = self.inner.members.call(bound, |client| {
             let key = slot_key.to_owned();
-            let options = etcd_client::GetOptions::new().with_keys_only();
+            let options = GetOptions::new().with_keys_only();
             async move { client.kv_client().get(key, Some(options)).await }
         });
         let reply = get.await?;
         Ok(reply
             .kvs()
             .first()
-            .is_some_and(|kv| kv.create_revision() == fence(held) && kv.lease() == lease))
+            .is_some_and(|kv| kv.create_revision() == held.fence() && kv.lease() == held.lease.id))
     }
 
-    /// The holder slot `index`'s key names, or `None` if the key is gone.
-    async fn holder_of(
+    /// Sends `txn`, which binds keys to `lease` for `token`: the lease is recorded as named
+    /// by an unanswered transaction until the answer comes (see `hints.rs`).
+    pub(crate) async fn send(
         &self,
         bound: &Bound,
-        slot_key: &str,
-        index: u32,
-    ) -> Result<Option<String>, Error> {
-        let get = self.inner.members.call(bound, |client| {
-            let slot_key = slot_key.to_owned();
-            async move { client.kv_client().get(slot_key, None).await }
-        });
-        let reply = get.await?;
-        Ok(reply.kvs().first().and_then(|kv| Slot::read(index, kv)).map(|slot| slot.holder))
+        token: LeaseToken,
+        lease: i64,
+        txn: Txn,
+    ) -> Result<etcd_client::TxnResponse, Error> {
+        self.inner.hints.sending(token, lease);
+        let reply = self.txn(bound, txn).await;
+        if reply.is_ok() || reply.as_ref().is_err_and(|error| !error.is_transient()) {
+            // Answered: committed or not, nothing more comes of it.
+            self.inner.hints.answered(token, lease);
+        }
+        reply
     }
-
-    /// Whether slot key `slot_key` is still `held`'s grant (a linearizable read of its
-    /// revision; no value is sent back).
-    async fn still_held(&self, bound: &Bound, slot_key: &str, held: Held) -> Result<bool, Error> {
-        let get = self.inner.members.call(bound, |client| {
-            let key = slot_key.to_owned();
-            let options = etcd_client::GetOptions::new().with_keys_only();
-            async move { client.kv_client().get(key, Some(options)).await }
-        });
-        let reply = get.await?;
-        Ok(reply.kvs().first().is_some_and(|kv| kv.create_revision() == fence(held)))
-    }
-}
-
-/// A slot's fence as etcd's revision.
-fn fence(held: Held) -> i64 {
-    i64::try_from(held.fence).unwrap_or(i64::MAX)
 }

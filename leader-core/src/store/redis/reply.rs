@@ -143,5 +143,5 @@ pub(super) fn state(reply: Value) -> Result<GroupSnapshot, Error> {
     }
     slots.sort_by_key(|slot| slot.fence);
     let max_leaders = (!slots.is_empty() && max > 0).then_some(max as u32);
-    Ok(GroupSnapshot { max_leaders, leaders: slots })
+    Ok(GroupSnapshot { max_leaders, leaders: slots, pending: Vec::new() })
 }
