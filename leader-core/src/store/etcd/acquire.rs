@@ -428,7 +428,10 @@ fn unchanged_since(keys: &GroupKeys, revision: i64) -> [Compare; 2] {
 }
 
 /// What a granting transaction writes: the slot key on `lease`, and on `marker` the index's
-/// marker (the longer of the slot's TTL and the lock-delay it waits) and the group's size.
+/// marker (the longer of the slot's TTL and the lock-delay it waits) and, with `size`, the
+/// group's size (only where a read found it missing or another: a guess needs it, no grant
+/// does).
+#[allow(clippy::too_many_arguments)]
 fn grant_ops(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
@@ -437,6 +440,7 @@ fn grant_ops(
     index: u32,
     acquired_at: SystemTime,
     delay: Option<i64>,
+    size: bool,
 ) -> Vec<TxnOp> {
     let value = SlotValue {
         token: request.token,
@@ -448,11 +452,14 @@ fn grant_ops(
     };
     let on_lease = PutOptions::new().with_lease(lease.id);
     let on_marker = || Some(PutOptions::new().with_lease(marker.id));
-    vec![
+    let mut ops = vec![
         TxnOp::put(keys.slot(index), value.encode(), Some(on_lease)),
         TxnOp::put(keys.last(index), held_marker(lease.ttl.max(delay.unwrap_or(0))), on_marker()),
-        TxnOp::put(keys.max(), request.max_leaders.get().to_string(), on_marker()),
-    ]
+    ];
+    if size {
+        ops.push(TxnOp::put(keys.max(), request.max_leaders.get().to_string(), on_marker()));
+    }
+    ops
 }
 
 /// The transaction that takes index `index`, which a release freed at `revision`, without
@@ -476,7 +483,7 @@ fn guess_txn(
     when.extend(unchanged_since(keys, revision));
     Txn::new()
         .when(when)
-        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, None))
+        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, None, false))
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 
@@ -495,9 +502,10 @@ fn grant_txn(
 ) -> Txn {
     let mut when = vec![Compare::create_revision(keys.slot(index), CompareOp::Equal, 0)];
     when.extend(unchanged_since(keys, group.revision));
+    let size = group.last_size != Some(request.max_leaders.get());
     Txn::new()
         .when(when)
-        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, delay))
+        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, delay, size))
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 

@@ -16,6 +16,8 @@ pub(crate) struct Group {
     pub slots: Vec<Slot>,
     /// Each marked index: the TTL its holder, which never released it, was granted.
     pub markers: HashMap<u32, i64>,
+    /// What the `max` key holds (the latest grant's size, for guesses), if it is there.
+    pub last_size: Option<u32>,
 }
 
 impl Group {
@@ -29,7 +31,12 @@ impl Group {
                 Some(Part::Last(index)) => {
                     group.markers.insert(index, read_marker(kv)?);
                 }
-                Some(Part::Max) | None => {}
+                Some(Part::Max) => {
+                    // Only a guess's help: a value of another's is not relied on.
+                    group.last_size =
+                        std::str::from_utf8(kv.value()).ok().and_then(|v| v.parse().ok());
+                }
+                None => {}
             }
         }
         group.slots.sort_by_key(|slot| slot.fence);
