@@ -176,3 +176,47 @@ async fn an_exhausted_pool_is_a_timeout_not_a_hang() {
     assert!(started.elapsed() < 5 * SECOND);
     assert_eq!(slot_records(&server, "leader:starved"), 0);
 }
+
+/// A standby whose acquire was sent while the store was paused gets its grant after its
+/// local deadline: it gives it back (right) and stands again at once, not a retry interval
+/// later, so the free slot is taken within moments of the store answering.
+#[tokio::test]
+async fn a_standby_whose_grant_came_late_leads_as_soon_as_the_store_answers() {
+    let (store, server) = standalone().await;
+    let (_capture, logs) = support::capture_logs();
+    let lease = Duration::from_secs(1);
+    let key = "leader:paused-standby";
+    // A holder outside any leadership: it stops renewing before the pause.
+    let holder = token();
+    let AcquireOutcome::Granted(grant) =
+        store.acquire(support::request_for(key, 1, holder, lease)).await.unwrap()
+    else {
+        panic!("free")
+    };
+    let expires = Instant::now() + grant.expires_in;
+    // A standby that would otherwise wait five seconds before it stands again.
+    let options = leader::LeadershipOptions::new()
+        .lease_time(lease)
+        .retry_interval(5 * SECOND)
+        .retry_jitter(Duration::ZERO)
+        .keys(leader::KeyOptions::new().exact_key(key));
+    let standby = leader::Leadership::start("standby", store.clone(), options).unwrap();
+    // It is refused and sleeps until the holder's expiry; the server stops just before,
+    // so its next attempt is sent into the pause and answered after it, late.
+    tokio::time::sleep_until(expires - Duration::from_millis(300)).await;
+    assert!(!standby.is_leader());
+    server.pause();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    server.resume();
+    let resumed = Instant::now();
+    tokio::time::timeout(20 * SECOND, standby.wait_for_leadership())
+        .await
+        .expect("leads")
+        .expect("no refusal");
+    let after = resumed.elapsed();
+    assert!(!logs.lines_with("grant arrived after its local deadline").is_empty(), "not late");
+    // Before: a whole retry interval (5 s) after the store answered.
+    assert!(after < 2 * SECOND, "led {after:?} after the store answered");
+    eprintln!("led {after:?} after the store answered");
+    standby.stop().await;
+}

@@ -192,8 +192,8 @@ async fn stand(
 
 /// Long-lived leadership's candidate policy: stand for as long as it takes; after a store
 /// failure log it (an outage once) and pause with the backoff; after a grant that came too
-/// late pause a retry interval; a stop ends the candidacy, a resignation is answered
-/// (there is nothing to step down from).
+/// late (the store answered, slowly) pause only the backoff's first pause; a stop ends the
+/// candidacy, a resignation is answered (there is nothing to step down from).
 struct Standing<'a> {
     shared: &'a Arc<Shared>,
     commands: &'a mut mpsc::UnboundedReceiver<Command>,
@@ -221,9 +221,12 @@ impl candidate::Policy for Standing<'_> {
     }
 
     async fn gave_back_a_late_grant(&mut self, fence: u64) -> Result<(), Next> {
-        // Never hand over a term that is already over.
+        // Never hand over a term that is already over. A late grant says the store was
+        // slow, not that it fails now: it answered, so stand again at once (after at most
+        // the backoff's first pause), while the slot just given back is still free.
         tracing::warn!(role = %self.shared.settings.role, fence, "grant arrived after its local deadline; released it");
-        let next = Next::StandAfter(self.shared.settings.retry_delay());
+        succeeded(self.shared, self.state);
+        let next = Next::StandAfter(self.shared.settings.failure_delay(FIRST_PAUSE));
         retry_or(pause_then(self.shared, self.commands, next).await)
     }
 
