@@ -176,12 +176,18 @@ async fn print_state(
             format!("{}#{} ({:.1}s)", slot.holder, slot.fence, slot.expires_in.as_secs_f64())
         })
         .collect();
-    // The store knows a group's size only while a slot is live.
+    // The store knows a group's size only while a slot is live; a slot in its lock-delay
+    // (etcd, after a takeover) is taken, but its holder does not lead yet.
     let max = state.max_leaders.unwrap_or(SLOTS);
+    let pending = match state.pending.len() {
+        0 => String::new(),
+        n => format!(", {n} pending (waiting out a lock-delay)"),
+    };
+    let taken = state.active_count + state.pending.len() as u32;
     let summary = format!(
-        "{when}: {}/{max} held, {} free [{}]",
+        "{when}: {}/{max} held{pending}, {} free [{}]",
         state.active_count,
-        max.saturating_sub(state.active_count),
+        max.saturating_sub(taken),
         holders.join(", ")
     );
     table.row("-", "state", None, None, &summary);
