@@ -504,3 +504,30 @@ async fn a_release_whose_reply_was_lost_answers_released() {
     let observer = EtcdStore::builder(cluster.url()).connect().await.unwrap();
     assert!(observer.state(key).await.unwrap().leaders.is_empty());
 }
+
+/// The member a lease's keep-alive stream is open on stops answering: the renewal moves to
+/// another member within the command timeout, instead of failing once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_moves_off_the_member_its_stream_is_on_when_it_stops() {
+    let cluster = EtcdCluster::start(3).await;
+    let store =
+        EtcdStore::builder(cluster.url()).command_timeout(3 * SECOND).connect().await.unwrap();
+    let key = "leader:stream-member";
+    let held = token();
+    let lease = 10 * SECOND;
+    assert!(matches!(
+        store.acquire(request_for(key, 1, held, lease)).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    store.renew(key, held, lease).await.unwrap();
+    let streams = |member: &support::etcd::EtcdMember| {
+        member
+            .metric_with("grpc_server_started_total", "grpc_method=\"LeaseKeepAlive\"")
+            .unwrap_or(0.0)
+    };
+    let on = cluster.members.iter().position(|member| streams(member) > 0.0).expect("a stream");
+    cluster.members[on].pause();
+    let renewed = store.renew(key, held, lease).await;
+    cluster.members[on].resume();
+    assert!(matches!(renewed, Ok(leader::store::RenewOutcome::Renewed { .. })), "{renewed:?}");
+}

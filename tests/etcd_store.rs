@@ -362,12 +362,64 @@ async fn a_release_by_another_process_keeps_the_lock_delay() {
     let sent = Instant::now();
     granted_fence(holder.acquire(request_for(key, 1, held, lease)).await.unwrap());
     let operator = EtcdStore::connect(&server.url()).await.unwrap();
+    // Even one that renewed the slot first (which a token's other holder may do): renewing
+    // it does not make its release the grantee's own.
+    let renewed = operator.renew(key, held, lease).await.unwrap();
+    assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
     let released = operator.release(key, held, Duration::ZERO).await.unwrap();
     assert!(matches!(released, ReleaseOutcome::Kept { .. }), "{released:?}");
     assert_eq!(holder.renew(key, held, lease).await.unwrap(), RenewOutcome::NotHeld);
     let third = EtcdStore::connect(&server.url()).await.unwrap();
     timeout(20 * SECOND, granted_when_free(&third, key, lease)).await.expect("granted in the end");
     assert!(sent.elapsed() >= lease, "granted {:?} after the holder's request", sent.elapsed());
+}
+
+/// A group of one whose holder's lease was revoked early is not grown beside it: its holder
+/// believes it is alone until its deadline, so a grant under a larger size waits it out
+/// (elsewhere the larger size is refused while the slot lives).
+#[tokio::test]
+async fn growing_a_group_waits_for_a_holder_that_believes_it_is_alone() {
+    let (store, server) = solo().await;
+    let key = "leader:grown";
+    let lease = 3 * SECOND;
+    granted_fence(store.acquire(request_for(key, 1, token(), lease)).await.unwrap());
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let slots =
+        client.get(format!("{key} slot "), Some(GetOptions::new().with_prefix())).await.unwrap();
+    client.lease_revoke(slots.kvs()[0].lease()).await.unwrap();
+    let revoked_at = Instant::now();
+    let other = EtcdStore::connect(&server.url()).await.unwrap();
+    let grown = timeout(20 * SECOND, other.acquire(request_for(key, 3, token(), lease))).await;
+    assert!(matches!(grown, Ok(Ok(AcquireOutcome::Granted(_)))), "{grown:?}");
+    assert!(
+        revoked_at.elapsed() >= lease - Duration::from_millis(100),
+        "{:?}",
+        revoked_at.elapsed()
+    );
+}
+
+/// Durations beyond what any option allows are refused naming the option, on every store
+/// a caller reaches directly: never a panic, never a false answer.
+#[tokio::test]
+async fn durations_beyond_the_limit_are_refused_naming_them() {
+    let (etcd, _server) = solo().await;
+    let stores: [std::sync::Arc<dyn LeaseStore>; 2] =
+        [std::sync::Arc::new(etcd), std::sync::Arc::new(leader::MemoryStore::new())];
+    for store in stores {
+        let key = "leader:huge";
+        let err = store.acquire(request_for(key, 1, token(), Duration::MAX)).await.unwrap_err();
+        assert!(err.to_string().contains("`lease_time`"), "{}: {err}", store.kind());
+        let held = token();
+        granted_fence(store.acquire(request_for(key, 1, held, 2 * SECOND)).await.unwrap());
+        let err = store.renew(key, held, Duration::MAX).await.unwrap_err();
+        assert!(err.to_string().contains("`lease_time`"), "{}: {err}", store.kind());
+        let err = store.release(key, held, Duration::MAX).await.unwrap_err();
+        assert!(err.to_string().contains("`min_lease_time`"), "{}: {err}", store.kind());
+        assert_eq!(
+            store.release(key, held, Duration::ZERO).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    }
 }
 
 /// A grant under a new size waits for the holders the new size leaves out: a holder of
@@ -518,6 +570,38 @@ async fn renewals_share_one_keep_alive_stream() {
     assert_eq!(ran.elected(), Some(false), "renewed throughout");
     let opened = streams() - before;
     assert!(opened <= 2.0, "{opened} keep-alive streams for one slot's renewals");
+}
+
+/// The keep-alive stream of a lease the store let go (a kept lease that expired unused) is
+/// closed, not left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_of_a_lease_let_go_is_closed() {
+    let (store, server) = solo().await;
+    let metric = |name: &str| {
+        server.member.metric_with(name, "grpc_method=\"LeaseKeepAlive\"").unwrap_or(0.0)
+    };
+    let open = || metric("grpc_server_started_total") - metric("grpc_server_handled_total");
+    for round in 0..2 {
+        for i in 0..10 {
+            let key = format!("leader:let-go-{round}-{i}");
+            let held = token();
+            granted_fence(store.acquire(request_for(&key, 1, held, 2 * SECOND)).await.unwrap());
+            assert!(matches!(
+                store.renew(&key, held, 2 * SECOND).await.unwrap(),
+                RenewOutcome::Renewed { .. }
+            ));
+            store.release(&key, held, Duration::ZERO).await.unwrap();
+        }
+        // The kept leases expire unused; the next round's grants let them go.
+        tokio::time::sleep(3 * SECOND).await;
+    }
+    granted_fence(
+        store.acquire(request_for("leader:let-go-last", 1, token(), 2 * SECOND)).await.unwrap(),
+    );
+    support::eventually(5 * SECOND, "the streams of the leases let go are closed", || async {
+        open() <= 10.0
+    })
+    .await;
 }
 
 /// Smaller: a grant's `expires_in` never exceeds its TTL; a prefix without a separator gets

@@ -21,7 +21,7 @@ pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
         return out;
     }
     let every = snapshot.leaders.iter().chain(&snapshot.pending);
-    let holder_width = every.map(|s| s.holder.len()).max().unwrap_or(0).max("HOLDER".len());
+    let holder_width = every.map(|s| shown(&s.holder).len()).max().unwrap_or(0).max("HOLDER".len());
     out.push_str(&format!(
         "{:<holder_width$}  {:>20}  {:<20}  {:>10}\n",
         "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES IN"
@@ -34,9 +34,9 @@ pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
     for (slot, note) in rows {
         out.push_str(&format!(
             "{:<holder_width$}  {:>20}  {:<20}  {:>10}{note}\n",
-            slot.holder,
+            shown(&slot.holder),
             slot.fence,
-            humantime::format_rfc3339_seconds(slot.acquired_at).to_string(),
+            time(slot.acquired_at, humantime::format_rfc3339_seconds),
             seconds(slot.expires_in),
         ));
     }
@@ -49,7 +49,7 @@ pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Val
         serde_json::json!({
             "holder": slot.holder,
             "fence": slot.fence,
-            "acquired_at": humantime::format_rfc3339_millis(slot.acquired_at).to_string(),
+            "acquired_at": time(slot.acquired_at, humantime::format_rfc3339_millis),
             "expires_in_ms": slot.expires_in.as_millis() as u64,
         })
     };
@@ -61,6 +61,28 @@ pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Val
         "slots": snapshot.leaders.iter().map(slot).collect::<Vec<_>>(),
         "pending": snapshot.pending.iter().map(slot).collect::<Vec<_>>(),
     })
+}
+
+/// A holder id as a terminal may show it: control characters escaped (the library refuses
+/// them in the ids it writes, but a store may hold another's data).
+fn shown(holder: &str) -> String {
+    match holder.chars().any(char::is_control) {
+        true => holder.escape_debug().to_string(),
+        false => holder.to_owned(),
+    }
+}
+
+/// A time in RFC 3339, or `?` for one no calendar format shows (past year 9999).
+fn time(
+    at: std::time::SystemTime,
+    format: fn(std::time::SystemTime) -> humantime::Rfc3339Timestamp,
+) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    match write!(text, "{}", format(at)) {
+        Ok(()) => text,
+        Err(_) => "?".to_owned(),
+    }
 }
 
 fn seconds(duration: Duration) -> String {

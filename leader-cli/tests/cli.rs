@@ -480,3 +480,41 @@ async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
     assert_eq!(json["slots"][0]["holder"], "successor", "{json}");
     assert_eq!(json["slots"][0]["fence"], fence);
 }
+
+/// A slot value the store did not write (a grant time no calendar shows, a holder with
+/// control characters) is refused or shown escaped: the command never panics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_values_are_refused_or_escaped_never_a_panic() {
+    use leader::store::etcd_client;
+    use leader_testkit::etcd::EtcdServer;
+
+    let server = EtcdServer::start();
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let token = LeaseToken::generate().unwrap();
+    let planted = [
+        ("leader:far slot 0", format!("{token} 18446744073709551615 5 1 0 h")),
+        ("leader:escaped slot 0", format!("{token} 0 5 1 0 a\nb\u{1b}[31mred")),
+    ];
+    for (key, value) in &planted {
+        let lease = client.lease_grant(60, None).await.unwrap().id();
+        let on_lease = etcd_client::PutOptions::new().with_lease(lease);
+        client.put(*key, value.as_str(), Some(on_lease)).await.unwrap();
+    }
+    let output = leader(&server.url(), &["state", "far"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("leader:far slot 0"), "{}", stderr(&output));
+    let output = leader(&server.url(), &["state", "escaped"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("a\\nb\\u{1b}[31mred"), "{}", stdout(&output));
+}
+
+/// A Redis server that refuses the URL's password is a permanent error, not an outage.
+#[tokio::test]
+async fn a_refused_redis_password_is_permanent() {
+    let server = RedisServer::start_with(&["--requirepass", "right"]);
+    let url = format!("redis://:wrong@127.0.0.1:{}", server.port);
+    let err = leader::store::connect(&url).await.unwrap_err();
+    assert!(!err.is_transient(), "{err:?}");
+    assert!(err.to_string().contains("authentication refused"), "{err}");
+    assert!(!err.to_string().contains("wrong"), "{err}");
+}

@@ -284,7 +284,8 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     while let Some(cause) = innermost.source() {
         innermost = cause;
     }
-    innermost.to_string()
+    // One line: a client's message may span several (a reply it could not parse).
+    innermost.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The cause of an error that many receivers share: displays as that error's own cause, and

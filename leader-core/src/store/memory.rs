@@ -191,6 +191,7 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        crate::duration::positive("lease_time", request.lease_time)?;
         let max_leaders = request.max_leaders.get();
         let mut groups = self.groups();
         // The store's clock is read under the lock, as a script reads TIME: operations
@@ -245,6 +246,7 @@ impl LeaseStore for MemoryStore {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
+        crate::duration::positive("lease_time", lease_time)?;
         let mut groups = self.groups();
         let now = Instant::now();
         let Some(group) = groups.live(key, now) else {
@@ -268,6 +270,7 @@ impl LeaseStore for MemoryStore {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
+        crate::duration::within_limit("min_lease_time", min_lease_time)?;
         let mut groups = self.groups();
         let now = Instant::now();
         let Some(group) = groups.live(key, now) else {

@@ -160,7 +160,9 @@ impl EtcdStore {
                 if lease.is_some_and(|lease| lease.id != slot.lease) {
                     self.put_back(lease);
                 }
-                let held = self.held_slot(slot);
+                let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
+                // An acquire through this store: the candidate's own from here on.
+                let held = Held { granted_here: true, ..self.held_slot(slot, marker) };
                 return self.grant_again(&bound, request, keys, held, started).await;
             }
             if let Some(existing) = group.size()
@@ -244,7 +246,7 @@ impl EtcdStore {
             holder: request.holder.to_owned(),
         };
         let delay_until = delay.map(|ttl| Instant::now() + secs(ttl));
-        let held = Held { slot, lease, marker, delay_until };
+        let held = Held { slot, lease, marker, delay_until, granted_here: true };
         self.remember(held.clone());
         self.grant_of(request, keys, held, &outgrown, started).await
     }
@@ -257,7 +259,7 @@ impl EtcdStore {
         keys: &GroupKeys,
         ttl: i64,
     ) -> Result<(Group, Option<NewLease>), Error> {
-        let Some(kept) = self.inner.leases.take(ttl) else {
+        let Some(kept) = self.take_kept(ttl) else {
             return Ok((self.read(bound, keys).await?, None));
         };
         if kept.sent_at.elapsed() < secs(ttl) / 3 {
@@ -454,7 +456,11 @@ fn grant_ops(
     let on_marker = || Some(PutOptions::new().with_lease(marker.id));
     let mut ops = vec![
         TxnOp::put(keys.slot(index), value.encode(), Some(on_lease)),
-        TxnOp::put(keys.last(index), held_marker(lease.ttl.max(delay.unwrap_or(0))), on_marker()),
+        TxnOp::put(
+            keys.last(index),
+            held_marker(lease.ttl.max(delay.unwrap_or(0)), request.max_leaders.get()),
+            on_marker(),
+        ),
     ];
     if size {
         ops.push(TxnOp::put(keys.max(), request.max_leaders.get().to_string(), on_marker()));

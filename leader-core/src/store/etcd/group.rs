@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use etcd_client::KeyValue;
 
-use super::layout::{GroupKeys, Part, Slot, read_marker};
+use super::layout::{GroupKeys, Marker, Part, Slot, read_marker};
 use crate::{Error, LeaseToken};
 
 /// A group as one read saw it.
@@ -14,8 +14,8 @@ pub(crate) struct Group {
     pub revision: i64,
     /// The live slots, earliest grant first (pending ones included).
     pub slots: Vec<Slot>,
-    /// Each marked index: the TTL its holder, which never released it, was granted.
-    pub markers: HashMap<u32, i64>,
+    /// Each marked index: what its holder, which never released it, was granted.
+    pub markers: HashMap<u32, Marker>,
     /// What the `max` key holds (the latest grant's size, for guesses), if it is there.
     pub last_size: Option<u32>,
 }
@@ -55,16 +55,20 @@ impl Group {
 
     /// How long a grant of index `index` in a group of `max_leaders` must wait before it is
     /// acted on (the lock-delay, in seconds), if at all: the longest TTL among the holders
-    /// that never released an index and may still act, there and at the indices a smaller
-    /// size leaves out. (One holder per index below `max_leaders` is within the size.)
+    /// that never released an index and may still act, there, at the indices a smaller size
+    /// leaves out, and anywhere they were granted under another size (a holder of a group of
+    /// one believes it is alone). One holder per index below `max_leaders`, granted under
+    /// this size, is within the size.
     pub(crate) fn delay_for(&self, index: u32, max_leaders: u32) -> Option<i64> {
         let live: Vec<u32> = self.slots.iter().map(|slot| slot.index).collect();
         self.markers
             .iter()
-            .filter(|(marked, _)| {
-                **marked == index || (**marked >= max_leaders && !live.contains(marked))
+            .filter(|(marked, marker)| {
+                **marked == index
+                    || (!live.contains(marked)
+                        && (**marked >= max_leaders || marker.max_leaders != max_leaders))
             })
-            .map(|(_, ttl)| *ttl)
+            .map(|(_, marker)| marker.ttl)
             .max()
     }
 
@@ -81,15 +85,19 @@ impl Group {
         (spread > 0).then(|| free[token_hash(token) % spread])
     }
 
-    /// The indices at and beyond `max_leaders` whose markers a grant of that size waited out:
-    /// its transaction deletes them, so the next grant does not wait for them again.
+    /// The markers a grant of `max_leaders` waited out beside its own index's (at and beyond
+    /// the size, or of another size): deleted once its lock-delay is over, so the next grant
+    /// does not wait for them again.
     pub(crate) fn outgrown_markers(&self, max_leaders: u32) -> Vec<u32> {
         let live: Vec<u32> = self.slots.iter().map(|slot| slot.index).collect();
         let mut outgrown: Vec<u32> = self
             .markers
-            .keys()
-            .copied()
-            .filter(|index| *index >= max_leaders && !live.contains(index))
+            .iter()
+            .filter(|(index, marker)| {
+                !live.contains(index)
+                    && (**index >= max_leaders || marker.max_leaders != max_leaders)
+            })
+            .map(|(index, _)| *index)
             .collect();
         outgrown.sort_unstable();
         outgrown
@@ -107,10 +115,14 @@ fn token_hash(token: LeaseToken) -> usize {
 mod tests {
     use super::*;
 
+    fn marker(ttl: i64, max_leaders: u32) -> Marker {
+        Marker { ttl, max_leaders, lease: 1 }
+    }
+
     #[test]
     fn an_unmarked_index_comes_before_a_marked_one() {
         let mut group = Group::default();
-        group.markers.insert(0, 5);
+        group.markers.insert(0, marker(5, 2));
         for _ in 0..20 {
             let token = LeaseToken::generate().unwrap();
             assert_ne!(group.free_index(2, token), Some(0));
@@ -121,12 +133,17 @@ mod tests {
     #[test]
     fn a_grant_waits_for_holders_there_and_beyond_the_size() {
         let mut group = Group::default();
-        group.markers.insert(3, 6);
-        group.markers.insert(1, 2);
+        group.markers.insert(3, marker(6, 4));
+        group.markers.insert(1, marker(2, 4));
         assert_eq!(group.delay_for(0, 4), None, "one holder per index within the size");
         assert_eq!(group.delay_for(1, 4), Some(2), "its own index's holder");
         assert_eq!(group.delay_for(0, 1), Some(6), "a smaller size leaves index 3 out");
         assert_eq!(group.outgrown_markers(1), [1, 3]);
         assert_eq!(group.outgrown_markers(4), Vec::<u32>::new());
+        // A holder of a group of one believes it is alone: a larger size waits for it too.
+        let mut single = Group::default();
+        single.markers.insert(0, marker(5, 1));
+        assert_eq!(single.delay_for(1, 3), Some(5));
+        assert_eq!(single.outgrown_markers(3), [0]);
     }
 }

@@ -17,10 +17,11 @@ use crate::store::bound::Bound;
 /// on their next renewal).
 const KEPT: usize = 4096;
 
-/// An open keep-alive stream: what sends, and what answers.
+/// An open keep-alive stream: what sends, what answers, and the member it is open on.
 struct Stream {
     keeper: LeaseKeeper,
     replies: LeaseKeepAliveStream,
+    member: usize,
 }
 
 /// The open streams of one store, by lease. Each lease's stream is used by one renewal at a
@@ -53,32 +54,35 @@ impl KeepAlives {
 
 impl EtcdStore {
     /// Keeps `lease` alive: `Ok(true)` when it was, `Ok(false)` when it is gone. Sent on the
-    /// lease's open stream; a stream that fails or does not answer within `bound` is closed,
-    /// and a new one opened (its opening is the renewal).
+    /// lease's open stream, which has its share of the time left (as a call to one member
+    /// has); a stream that fails or does not answer in it is closed, its member left for
+    /// the next, and a new stream opened there (its opening is the renewal).
     pub(crate) async fn keep_alive(&self, bound: &Bound, lease: i64) -> Result<bool, Error> {
         let keep_alives = &self.inner.keep_alives;
+        let members = &self.inner.members;
         let stream = keep_alives.stream_of(lease);
         let mut open = bound.run(stream.lock()).await?;
         if let Some(stream) = open.as_mut() {
-            let renewed = bound
-                .run(async {
-                    stream.keeper.keep_alive().await?;
-                    stream.replies.message().await
-                })
-                .await;
+            let share = bound.left() / u32::try_from(members.count()).unwrap_or(1);
+            let renewed = tokio::time::timeout(share, async {
+                stream.keeper.keep_alive().await?;
+                stream.replies.message().await
+            })
+            .await;
             match renewed {
                 Ok(Ok(Some(reply))) if reply.ttl() > 0 => return Ok(true),
                 Ok(Ok(Some(_))) => {
                     keep_alives.forget(lease);
                     return Ok(false);
                 }
-                // Broken, ended or silent: opened again below.
-                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => *open = None,
+                // Broken, ended or silent: its member is left, and a stream opened below.
+                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
+                    members.leave(stream.member);
+                    *open = None;
+                }
             }
         }
-        let opened = self
-            .inner
-            .members
+        let opened = members
             .call(bound, |client| async move {
                 match client.lease_client().keep_alive(lease).await {
                     Ok(stream) => Ok(Some(stream)),
@@ -89,7 +93,7 @@ impl EtcdStore {
             .await?;
         match opened {
             Some((keeper, replies)) => {
-                *open = Some(Stream { keeper, replies });
+                *open = Some(Stream { keeper, replies, member: members.preferred() });
                 Ok(true)
             }
             None => {

@@ -6,7 +6,7 @@
 //! | key | value | lease |
 //! |---|---|---|
 //! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, `max_leaders`, lock-delay, holder | the slot's, kept alive by its holder |
-//! | `{prefix}{key} last {i}` | `held {ttl}`: slot `i`'s holder has not released it | a marker lease, never kept alive |
+//! | `{prefix}{key} last {i}` | `held {ttl} {max_leaders}`: slot `i`'s holder, granted under that size, has not released it | a marker lease, never kept alive |
 //! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
@@ -146,7 +146,8 @@ impl Slot {
             let value = std::str::from_utf8(kv.value()).ok()?;
             let mut fields = value.splitn(6, ' ');
             let token = fields.next()?.parse().ok()?;
-            let micros: u64 = fields.next()?.parse().ok()?;
+            // At most the end of year 9999 (what clocks and formatters can show).
+            let micros: u64 = fields.next()?.parse().ok().filter(|micros| *micros <= MAX_MICROS)?;
             let ttl = ttl(fields.next()?)?;
             let max_leaders = fields.next()?.parse().ok().filter(|max| *max > 0)?;
             let delay: i64 = fields.next()?.parse().ok()?;
@@ -176,21 +177,38 @@ impl Slot {
     }
 }
 
-/// A marker's value: slot `index`'s holder has not released it, and holds a lease of `ttl`
-/// seconds: if the slot is gone, the lease expired or was revoked, and its holder may act
-/// until one TTL after that.
-pub(crate) fn held_marker(ttl: i64) -> String {
-    format!("held {ttl}")
+/// A marker's value: slot `index`'s holder, granted under a size of `max_leaders`, has not
+/// released it, and holds a lease of `ttl` seconds: if the slot is gone, the lease expired
+/// or was revoked, and its holder may act until one TTL after that.
+pub(crate) fn held_marker(ttl: i64, max_leaders: u32) -> String {
+    format!("held {ttl} {max_leaders}")
 }
 
-/// The TTL a marker records; an error naming the key for a value this store did not write.
-pub(crate) fn read_marker(kv: &KeyValue) -> Result<i64, Error> {
-    std::str::from_utf8(kv.value())
-        .ok()
-        .and_then(|value| value.strip_prefix("held "))
-        .and_then(ttl)
-        .ok_or_else(|| not_ours(kv, "a marker"))
+/// What a marker says: its holder's TTL, the size it was granted under, and the lease the
+/// marker lives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Marker {
+    pub ttl: i64,
+    pub max_leaders: u32,
+    pub lease: i64,
 }
+
+/// The marker a key holds; an error naming the key for a value this store did not write (a
+/// TTL out of etcd's range, a size of zero, or no marker lease: this store binds every
+/// marker to one).
+pub(crate) fn read_marker(kv: &KeyValue) -> Result<Marker, Error> {
+    let parsed = (|| {
+        let value = std::str::from_utf8(kv.value()).ok()?.strip_prefix("held ")?;
+        let (ttl_text, max_text) = value.split_once(' ')?;
+        let max_leaders = max_text.parse().ok().filter(|max| *max > 0)?;
+        let lease = Some(kv.lease()).filter(|lease| *lease != 0)?;
+        Some(Marker { ttl: ttl(ttl_text)?, max_leaders, lease })
+    })();
+    parsed.ok_or_else(|| not_ours(kv, "a marker"))
+}
+
+/// The latest grant time a slot may record: the end of year 9999, in µs since the epoch.
+const MAX_MICROS: u64 = 253_402_300_799_999_999;
 
 /// A TTL field: whole seconds within etcd's range.
 fn ttl(text: &str) -> Option<i64> {

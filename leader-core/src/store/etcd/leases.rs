@@ -56,23 +56,32 @@ pub(crate) struct LeasePool {
 }
 
 impl LeasePool {
-    /// A kept lease of `ttl` seconds with more than a third of it left, if there is one.
-    pub(crate) fn take(&self, ttl: i64) -> Option<NewLease> {
+    /// A kept lease of `ttl` seconds with more than a third of it left, if there is one; the
+    /// ones it let go (too close to their end) in `dropped`.
+    pub(crate) fn take(&self, ttl: i64, dropped: &mut Vec<i64>) -> Option<NewLease> {
         let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let leases = by_ttl.get_mut(&ttl)?;
         while let Some(lease) = leases.pop() {
             if lease.sent_at.elapsed() < secs(ttl) * 2 / 3 {
                 return Some(lease);
             }
+            dropped.push(lease.id);
         }
         None
     }
 
-    /// Keeps `lease` for reuse; `false` if the pool is full (the caller revokes it).
-    fn give(&self, lease: NewLease) -> bool {
+    /// Keeps `lease` for reuse; `false` if the pool is full (the caller revokes it). The
+    /// leases it let go (expired) go to `dropped`.
+    fn give(&self, lease: NewLease, dropped: &mut Vec<i64>) -> bool {
         let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let leases = by_ttl.entry(lease.ttl).or_default();
-        leases.retain(|kept| kept.sent_at.elapsed() < secs(kept.ttl));
+        leases.retain(|kept| {
+            let alive = kept.sent_at.elapsed() < secs(kept.ttl);
+            if !alive {
+                dropped.push(kept.id);
+            }
+            alive
+        });
         if leases.len() >= POOLED_PER_TTL {
             return false;
         }
@@ -119,10 +128,11 @@ fn marker_ttl(ttl: i64) -> i64 {
 }
 
 impl EtcdStore {
-    /// A marker lease for a slot of `ttl` seconds that lives at least three of its TTLs more:
-    /// one the store has, or a new one.
+    /// A marker lease for a slot of `ttl` seconds that lives at least five of its TTLs more
+    /// (past a deadline one TTL ahead, by more than the three a renewal keeps before it
+    /// moves the marker): one the store has, or a new one.
     pub(crate) async fn marker_lease(&self, bound: &Bound, ttl: i64) -> Result<NewLease, Error> {
-        let needed = secs(ttl.saturating_mul(3));
+        let needed = secs(ttl.saturating_mul(5));
         if let Some(lease) = self.inner.markers.living(needed) {
             return Ok(lease);
         }
@@ -154,7 +164,7 @@ impl EtcdStore {
         lease_time: Option<Duration>,
         reuse_fresh: bool,
     ) -> Result<NewLease, Error> {
-        while let Some(kept) = self.inner.leases.take(ttl) {
+        while let Some(kept) = self.take_kept(ttl) {
             if reuse_fresh && kept.sent_at.elapsed() < secs(ttl) / 3 {
                 return Ok(kept);
             }
@@ -177,8 +187,25 @@ impl EtcdStore {
 
     /// A lease taken for a grant that did not happen: kept for the next one.
     pub(crate) fn unused(&self, lease: NewLease) {
-        if !self.inner.leases.give(lease) {
+        let mut dropped = Vec::new();
+        if !self.inner.leases.give(lease, &mut dropped) {
             self.revoke_behind(lease.id);
+        }
+        self.streams_gone(&dropped);
+    }
+
+    /// A kept lease of `ttl` seconds from the pool (see [`LeasePool::take`]).
+    pub(crate) fn take_kept(&self, ttl: i64) -> Option<NewLease> {
+        let mut dropped = Vec::new();
+        let kept = self.inner.leases.take(ttl, &mut dropped);
+        self.streams_gone(&dropped);
+        kept
+    }
+
+    /// The keep-alive streams of leases the pool let go are closed.
+    fn streams_gone(&self, dropped: &[i64]) {
+        for lease in dropped {
+            self.inner.keep_alives.forget(*lease);
         }
     }
 
@@ -298,15 +325,17 @@ mod tests {
     async fn kept_leases_are_reused_only_while_most_of_their_ttl_is_left() {
         let pool = LeasePool::default();
         let lease = |id| NewLease { id, ttl: 3, sent_at: Instant::now() };
-        assert!(pool.give(lease(1)));
-        assert_eq!(pool.take(3).map(|lease| lease.id), Some(1));
-        assert!(pool.take(3).is_none() && pool.take(5).is_none());
-        assert!(pool.give(lease(2)));
+        let mut dropped = Vec::new();
+        assert!(pool.give(lease(1), &mut dropped));
+        assert_eq!(pool.take(3, &mut dropped).map(|lease| lease.id), Some(1));
+        assert!(pool.take(3, &mut dropped).is_none() && pool.take(5, &mut dropped).is_none());
+        assert!(pool.give(lease(2), &mut dropped));
         tokio::time::advance(Duration::from_millis(2_100)).await;
-        assert!(pool.take(3).is_none(), "less than a third of its TTL left");
+        assert!(pool.take(3, &mut dropped).is_none(), "less than a third of its TTL left");
+        assert_eq!(dropped, [2], "let go, its stream with it");
         for id in 0..POOLED_PER_TTL as i64 {
-            assert!(pool.give(lease(id)));
+            assert!(pool.give(lease(id), &mut dropped));
         }
-        assert!(!pool.give(lease(99)), "full");
+        assert!(!pool.give(lease(99), &mut dropped), "full");
     }
 }

@@ -73,6 +73,16 @@ impl Members {
         (index, made.await.cloned())
     }
 
+    /// The member calls go to now.
+    pub(crate) fn preferred(&self) -> usize {
+        self.preferred.load(Ordering::Relaxed) % self.endpoints.len().max(1)
+    }
+
+    /// How many members there are.
+    pub(crate) fn count(&self) -> usize {
+        self.endpoints.len().max(1)
+    }
+
     /// Moves calls on from member `failed` to the next one (unless another call did already).
     pub(crate) fn leave(&self, failed: usize) {
         let next = (failed + 1) % self.endpoints.len().max(1);

@@ -211,7 +211,7 @@ impl EtcdStore {
 
     /// The TTL in whole seconds for `lease_time` (rounded up), or why it cannot be kept.
     fn ttl_for(&self, lease_time: Duration) -> Result<i64, Error> {
-        let secs = lease_time.as_secs() + u64::from(lease_time.subsec_nanos() > 0);
+        let secs = lease_time.as_secs().saturating_add(u64::from(lease_time.subsec_nanos() > 0));
         let secs = i64::try_from(secs).unwrap_or(i64::MAX).max(1);
         if secs > MAX_TTL_SECS {
             return Err(Error::invalid_option(
@@ -257,6 +257,7 @@ impl LeaseStore for EtcdStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", request.lease_time)?;
             let keys = self.keys(request.key)?;
             let ttl = self.ttl_for(request.lease_time)?;
             self.take_slot(request, &keys, ttl).await
@@ -271,6 +272,7 @@ impl LeaseStore for EtcdStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
             let keys = self.keys(key)?;
             let ttl = self.ttl_for(lease_time)?;
             self.renew_slot(&keys, token, ttl, lease_time).await
@@ -285,6 +287,7 @@ impl LeaseStore for EtcdStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::within_limit("min_lease_time", min_lease_time)?;
             let keys = self.keys(key)?;
             self.release_slot(&keys, token, min_lease_time).await
         })

@@ -40,6 +40,10 @@ pub(crate) struct Held {
     pub marker: NewLease,
     /// Until when its lock-delay runs, if it waits one.
     pub delay_until: Option<Instant>,
+    /// Whether this store was granted it (an acquire through it): only then is a release
+    /// through it the holder's own; a store that found the slot by reading (a renewal or a
+    /// release with another's token) releases it as a revocation, with the lock-delay.
+    pub granted_here: bool,
 }
 
 impl Held {
@@ -99,10 +103,11 @@ impl EtcdStore {
         self.cache().contains_key(&token)
     }
 
-    /// What this process knows of `slot`: its cache entry, or what the slot's record says
-    /// (its lease as if kept alive a TTL ago; its marker's lease as if it ended now, so the
-    /// first renewal moves the marker; a pending slot waits a whole delay from now).
-    pub(crate) fn held_slot(&self, slot: &Slot) -> Held {
+    /// What this process knows of `slot` (whose index's marker lives on `marker_lease`): its
+    /// cache entry, or what the slot's record says (its lease as if kept alive a TTL ago;
+    /// its marker's lease as if it ended now, so the first renewal moves the marker; a
+    /// pending slot waits a whole delay from now; not granted here).
+    pub(crate) fn held_slot(&self, slot: &Slot, marker_lease: Option<i64>) -> Held {
         if let Some(held) = self.cache().get(&slot.token)
             && held.slot.fence == slot.fence
         {
@@ -112,24 +117,27 @@ impl EtcdStore {
         Held {
             slot: slot.clone(),
             lease: NewLease { id: slot.lease, ttl: slot.ttl, sent_at: now - secs(slot.ttl) },
-            marker: NewLease { id: 0, ttl: 0, sent_at: now },
+            marker: NewLease { id: marker_lease.unwrap_or(0), ttl: 0, sent_at: now },
             delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
+            granted_here: false,
         }
     }
 
-    /// The slot `token` holds in the group, and whether this process granted it: from the
-    /// cache, or a read.
+    /// The slot `token` holds in the group: from the cache, or a read.
     async fn find(
         &self,
         bound: &Bound,
         keys: &GroupKeys,
         token: LeaseToken,
-    ) -> Result<Option<(Held, bool)>, Error> {
+    ) -> Result<Option<Held>, Error> {
         if let Some(held) = self.cache().get(&token) {
-            return Ok(Some((held.clone(), true)));
+            return Ok(Some(held.clone()));
         }
         let group = self.read(bound, keys).await?;
-        Ok(group.slot_of(token).map(|slot| (self.held_slot(slot), false)))
+        Ok(group.slot_of(token).map(|slot| {
+            let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
+            self.held_slot(slot, marker)
+        }))
     }
 
     pub(crate) async fn renew_slot(
@@ -141,7 +149,7 @@ impl EtcdStore {
     ) -> Result<RenewOutcome, Error> {
         let bound = self.bound("renew");
         self.settle(&bound, token).await?;
-        let Some((mut held, _)) = self.find(&bound, keys, token).await? else {
+        let Some(mut held) = self.find(&bound, keys, token).await? else {
             return Ok(RenewOutcome::NotHeld);
         };
         let lease = if held.lease.ttl == ttl {
@@ -205,8 +213,10 @@ impl EtcdStore {
         lease_time.min(until_marker)
     }
 
-    /// Moves `held`'s marker to a marker lease that lives three TTLs more, in one
-    /// transaction that checks the slot is still this grant; `false` if it is not.
+    /// Moves `held`'s marker to a marker lease that lives three TTLs more (and longer than
+    /// the one it is on), in one transaction that checks the slot is still this grant and
+    /// the marker still on the lease this store put it on (so a move that commits late never
+    /// takes it back to a lease that ends sooner); `false` if not.
     async fn move_marker(
         &self,
         bound: &Bound,
@@ -214,14 +224,19 @@ impl EtcdStore {
         held: &mut Held,
     ) -> Result<bool, Error> {
         let marker = self.marker_lease(bound, held.slot.ttl).await?;
+        if marker.expires_at() <= held.marker.expires_at() || marker.id == held.marker.id {
+            return Ok(false);
+        }
         let slot_key = keys.slot(held.slot.index);
+        let marker_key = keys.last(held.slot.index);
         let recorded = held.slot.ttl.max(held.slot.delay_ttl.unwrap_or(0));
-        let txn = Txn::new().when(held.still_this_grant(&slot_key)).and_then([TxnOp::put(
-            keys.last(held.slot.index),
-            held_marker(recorded),
+        let mut when = held.still_this_grant(&slot_key).to_vec();
+        when.push(Compare::lease(marker_key.as_str(), CompareOp::Equal, held.marker.id));
+        let txn = Txn::new().when(when).and_then([TxnOp::put(
+            marker_key.as_str(),
+            held_marker(recorded, held.slot.max_leaders),
             Some(PutOptions::new().with_lease(marker.id)),
         )]);
-        // A marker written late is harmless: a later move or the release replaces it.
         let moved = self.txn(bound, txn).await?.succeeded();
         if moved {
             held.marker = marker;
@@ -237,10 +252,10 @@ impl EtcdStore {
     ) -> Result<ReleaseOutcome, Error> {
         let bound = self.bound("release");
         self.settle(&bound, token).await?;
-        let Some((held, ours)) = self.find(&bound, keys, token).await? else {
+        let Some(held) = self.find(&bound, keys, token).await? else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        if !ours {
+        if !held.granted_here {
             // Released by a process that was not granted it (an operator's tool, another
             // service with the token): its holder may still act, so it goes as a takeover
             // would (the next taker waits the lock-delay).
@@ -254,7 +269,13 @@ impl EtcdStore {
             .unwrap_or_default();
         if !keep.is_zero() {
             let min = self.min_ttl();
-            let ttl = self.ttl_for(keep).unwrap_or(min).max(min);
+            // Below the cluster's minimum TTL the lease is the minimum (a little longer than
+            // asked, which is safe); beyond etcd's longest, the error says so.
+            let ttl = match self.ttl_for(keep) {
+                Ok(ttl) => ttl.max(min),
+                Err(_) if keep < secs(super::MAX_TTL_SECS) => min,
+                Err(error) => return Err(error),
+            };
             let relet = Relet { ttl, released: !delayed, lease_time: None };
             let moved = self.relet(&bound, keys, &held, relet).await?;
             self.forget(token);
@@ -311,7 +332,8 @@ impl EtcdStore {
         let Some(found) = found else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        let held = self.held_slot(found);
+        let marker = group.markers.get(&found.index).map(|marker| marker.lease);
+        let held = self.held_slot(found, marker);
         let outcome = self.end_slot(&bound, keys, &held, how).await?;
         if outcome != ReleaseOutcome::NotHeld {
             self.forget(found.token);
@@ -338,7 +360,8 @@ impl EtcdStore {
             _ => {
                 let lease = self.marker_lease(bound, ttl).await?;
                 let on_marker = PutOptions::new().with_lease(lease.id);
-                TxnOp::put(keys.last(held.slot.index), held_marker(ttl), Some(on_marker))
+                let marked = held_marker(ttl, held.slot.max_leaders);
+                TxnOp::put(keys.last(held.slot.index), marked, Some(on_marker))
             }
         };
         let txn = Txn::new()
@@ -388,7 +411,8 @@ impl EtcdStore {
             // Whoever takes the index next waits for the longer TTL.
             marker = self.marker_lease(bound, ttl).await?;
             let on_marker = PutOptions::new().with_lease(marker.id);
-            then.push(TxnOp::put(keys.last(held.slot.index), held_marker(ttl), Some(on_marker)));
+            let marked = held_marker(ttl, held.slot.max_leaders);
+            then.push(TxnOp::put(keys.last(held.slot.index), marked, Some(on_marker)));
         }
         let txn = Txn::new().when(held.still_this_grant(&slot_key)).and_then(then);
         let reply = match self.send(bound, token, lease.id, txn).await {
@@ -406,7 +430,7 @@ impl EtcdStore {
         }
         self.revoke_behind(held.lease.id);
         moved.fence = held.slot.fence;
-        let moved = Held { slot: moved, lease, marker, delay_until: held.delay_until };
+        let moved = Held { slot: moved, lease, marker, ..held.clone() };
         self.remember(moved.clone());
         Ok(Some(moved))
     }

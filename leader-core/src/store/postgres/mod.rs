@@ -263,6 +263,7 @@ impl LeaseStore for PostgresStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", request.lease_time)?;
             let Ok(max) = i32::try_from(request.max_leaders.get()) else {
                 return Err(Error::invalid_option(
                     "max_leaders",
@@ -324,6 +325,7 @@ impl LeaseStore for PostgresStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
             let sql = &self.inner.names.renew_sql;
             let (token, lease) = (token.to_string(), millis(lease_time));
             let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
@@ -352,6 +354,7 @@ impl LeaseStore for PostgresStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::within_limit("min_lease_time", min_lease_time)?;
             let sql = &self.inner.names.release_sql;
             let (token, min_lease) = (token.to_string(), millis(min_lease_time));
             let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];

@@ -318,11 +318,33 @@ fn install_tls_provider() {
 /// A failure to get a connection: unreachable, or a server too old for the scripts.
 fn connect_failure(operation: &'static str, failure: CallFailure) -> Error {
     match failure {
+        CallFailure::Pool(deadpool_redis::PoolError::Backend(error))
+            if refused_credentials(&error) =>
+        {
+            refused(operation, &error)
+        }
+        CallFailure::Redis(error) if refused_credentials(&error) => refused(operation, &error),
         CallFailure::Pool(error) => unavailable(operation, error),
         CallFailure::Redis(error) => unavailable(operation, error),
         CallFailure::Unsupported(found) => {
             Error::UnsupportedServer { store: "redis", found, required: version::REQUIRED }
         }
+    }
+}
+
+/// Whether the server refused the connection's credentials: only a change of them helps.
+fn refused_credentials(error: &redis::RedisError) -> bool {
+    error.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+/// A permanent failure naming the server's refusal.
+fn refused(operation: &'static str, error: &redis::RedisError) -> Error {
+    Error::Store {
+        store: "redis",
+        endpoint: String::new(),
+        operation,
+        message: format!("authentication refused: {error}"),
     }
 }
 
@@ -348,6 +370,7 @@ impl LeaseStore for RedisStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", request.lease_time)?;
             let keys = GroupKeys::new(request.key)?;
             let lease = millis(request.lease_time);
             let (reply, acknowledged) = self
@@ -397,6 +420,7 @@ impl LeaseStore for RedisStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
             let keys = GroupKeys::new(key)?;
             let lease = millis(lease_time);
             let reply = self
@@ -425,6 +449,7 @@ impl LeaseStore for RedisStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            crate::duration::within_limit("min_lease_time", min_lease_time)?;
             let keys = GroupKeys::new(key)?;
             let min_lease = millis(min_lease_time);
             let channel = keys.release_channel();
