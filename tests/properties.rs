@@ -283,7 +283,7 @@ async fn epoch_of(store: &MemoryStore) -> std::time::SystemTime {
         std::num::NonZeroU32::MIN,
         "00000000000000000000000000000007".parse().unwrap(),
         "probe",
-        Duration::from_secs(1 << 40),
+        leader::MAX_DURATION, // never expires while the test runs
     );
     match store.acquire(request).await.unwrap() {
         AcquireOutcome::Granted(grant) => grant.acquired_at,

@@ -116,7 +116,12 @@ impl EtcdStore {
         let now = Instant::now();
         Held {
             slot: slot.clone(),
-            lease: NewLease { id: slot.lease, ttl: slot.ttl, sent_at: now - secs(slot.ttl) },
+            // Only a starting point: every use keeps the lease alive first, which sets it.
+            lease: NewLease {
+                id: slot.lease,
+                ttl: slot.ttl,
+                sent_at: now.checked_sub(secs(slot.ttl)).unwrap_or(now),
+            },
             marker: NewLease { id: marker_lease.unwrap_or(0), ttl: 0, sent_at: now },
             delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
             granted_here: false,
