@@ -115,9 +115,12 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
 #[tokio::test]
 async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails() {
     let (primary, replica) = primary_with_a_synced_replica().await;
+    // Timings with room for a busy machine: the grant's script and its WAIT have the
+    // command timeout beside the wait, and the pause outlasts the compensating release's
+    // own command timeout.
     let store = RedisStore::builder(primary.url())
-        .command_timeout(Duration::from_millis(300))
-        .replica_ack(1, Duration::from_millis(600))
+        .command_timeout(2 * SECOND)
+        .replica_ack(1, SECOND)
         .build()
         .unwrap();
     support::eventually(10 * SECOND, "the store connects", || async {
@@ -129,11 +132,13 @@ async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fail
     // included) for longer than the command timeout: the compensating release fails.
     let acquire = store.acquire(request("leader:unreleased", 1, token()));
     let pause_writes = async {
-        support::eventually(5 * SECOND, "the grant waits for the replica", || async {
-            primary.cli(&["CLIENT", "LIST"]).contains("cmd=wait")
-        })
-        .await;
-        primary.cli(&["CLIENT", "PAUSE", "2000", "WRITE"]);
+        // Polled gently: each look spawns a redis-cli.
+        let deadline = Instant::now() + 10 * SECOND;
+        while !primary.cli(&["CLIENT", "LIST"]).contains("cmd=wait") {
+            assert!(Instant::now() < deadline, "the grant never waited for the replica");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        primary.cli(&["CLIENT", "PAUSE", "5000", "WRITE"]);
     };
     let (outcome, ()) = tokio::join!(acquire, pause_writes);
     replica.resume();
