@@ -22,4 +22,6 @@ mod docs {
     struct Observation;
     #[doc = include_str!("../docs/etcd-store.md")]
     struct EtcdStore;
+    #[doc = include_str!("../docs/guards.md")]
+    struct Guards;
 }

@@ -225,3 +225,43 @@ async fn a_standby_whose_grant_came_late_leads_as_soon_as_the_store_answers() {
     eprintln!("led {after:?} after the store answered");
     standby.stop().await;
 }
+
+/// A per-call attempt sent into a paused server fails with a timeout, and its candidate
+/// goes; the server runs the attempt when it wakes, granting a slot to a token nobody holds.
+/// The background release of the dropped attempt must free that slot as soon as the server
+/// answers, not leave it held for a lease.
+#[tokio::test]
+async fn an_attempt_cut_off_by_a_paused_server_leaves_no_slot_once_it_answers() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .command_timeout(Duration::from_millis(250))
+        .build()
+        .unwrap();
+    let key = "leader:cut-off-attempt";
+    let lease = Duration::from_secs(1);
+    let options = |wait: Duration| {
+        leader::LeaderElectionOptions::new()
+            .lease_time(lease)
+            .wait_time(wait)
+            .keys(leader::KeyOptions::new().exact_key(key))
+    };
+    // Warm the connection and the scripts.
+    let early = leader::LeaderElector::new(store.clone(), options(Duration::ZERO)).unwrap();
+    assert!(early.run_if_leader(key, |_| async {}).await.unwrap().is_elected());
+    server.pause();
+    // A single attempt (no wait, so no subscription first): sent into the pause.
+    let cut_off = early.acquire(key).await;
+    assert!(matches!(cut_off, Err(Error::Timeout { .. })), "{cut_off:?}");
+    tokio::time::sleep(2 * lease).await; // paused longer than a lease
+    server.resume();
+    let resumed = Instant::now();
+    let waiter = leader::LeaderElector::new(store.clone(), options(5 * SECOND)).unwrap();
+    let guard = waiter.acquire(key).await.unwrap().expect("elected");
+    let after = resumed.elapsed();
+    eprintln!("elected {after:?} after the server answered");
+    assert!(
+        after < lease / 2,
+        "the cut-off attempt's slot was held {after:?} after the server answered"
+    );
+    drop(guard);
+}

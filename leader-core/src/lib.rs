@@ -42,7 +42,8 @@ pub use default_store::{default_store, install_default_store};
 pub use duration::MAX_DURATION;
 pub use election::{
     DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
-    LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LossReason, wait_for_releases,
+    LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LeaseGuard, LossReason,
+    wait_for_releases,
 };
 pub use error::{BoxError, Error};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};

@@ -80,6 +80,11 @@ macro_rules! with_every_rule {
             grants_releases_and_shortening_renewals_wake_change_watches,
             an_observer_sees_grants_releases_and_expiries,
             an_observer_of_an_idle_group_reads_nothing,
+            a_guard_holds_its_slot_until_released_and_renews_by_hand,
+            a_guard_renews_in_the_background_until_refused_and_its_drop_then_does_nothing,
+            a_guard_without_renewal_is_lost_at_its_deadline,
+            a_dropped_guard_gives_its_slot_back_after_its_minimum_lease,
+            a_guard_dropped_during_a_renewal_gives_its_slot_back,
         }
     };
 }
@@ -486,15 +491,31 @@ pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone
     assert!(renewed_at.elapsed() >= lease() - Duration::from_millis(5), "seen before it expired");
 }
 
-/// A store that counts the state reads made through it.
+/// A store that counts the state reads and releases made through it, and can hold each
+/// renewal's reply back (the renewal reached the store; its answer is late).
 #[derive(Debug, Clone)]
-struct CountingReads<S> {
+struct Counting<S> {
     inner: S,
     reads: Arc<AtomicUsize>,
+    releases: Arc<AtomicUsize>,
+    renewals: Arc<AtomicUsize>,
+    renewal_reply_delay: Duration,
+}
+
+impl<S> Counting<S> {
+    fn new(inner: S) -> Self {
+        Counting {
+            inner,
+            reads: Arc::default(),
+            releases: Arc::default(),
+            renewals: Arc::default(),
+            renewal_reply_delay: Duration::ZERO,
+        }
+    }
 }
 
 #[async_trait]
-impl<S: LeaseStore> LeaseStore for CountingReads<S> {
+impl<S: LeaseStore> LeaseStore for Counting<S> {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
@@ -509,7 +530,10 @@ impl<S: LeaseStore> LeaseStore for CountingReads<S> {
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        self.inner.renew(key, token, lease_time).await
+        let outcome = self.inner.renew(key, token, lease_time).await;
+        self.renewals.fetch_add(1, SeqCst);
+        sleep(self.renewal_reply_delay).await;
+        outcome
     }
 
     async fn release(
@@ -518,6 +542,7 @@ impl<S: LeaseStore> LeaseStore for CountingReads<S> {
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
+        self.releases.fetch_add(1, SeqCst);
         self.inner.release(key, token, min_lease_time).await
     }
 
@@ -539,7 +564,7 @@ pub async fn an_observer_of_an_idle_group_reads_nothing<S: LeaseStore + Clone + 
     store: &S,
     key: &str,
 ) {
-    let counting = CountingReads { inner: store.clone(), reads: Arc::default() };
+    let counting = Counting::new(store.clone());
     let elector = elector_on(&counting, key);
     let mut observers = Vec::new();
     for _ in 0..100 {
@@ -554,4 +579,173 @@ pub async fn an_observer_of_an_idle_group_reads_nothing<S: LeaseStore + Clone + 
         assert_eq!(next_change(observer).await.active_count, 1);
     }
     assert_eq!(counting.reads.load(SeqCst), 2, "one read for the grant");
+}
+
+/// An elector of one slot over `store` whose every name is the store key `key`, taking a
+/// slot at once or not at all.
+fn guard_elector<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+    options: LeaderGroupElectionOptions,
+) -> LeaderGroupElector {
+    let options = options.keys(KeyOptions::new().exact_key(key)).wait_time(Duration::ZERO);
+    LeaderGroupElector::new(store.clone(), options).unwrap()
+}
+
+/// Waits up to 10 s for the group to have `leaders` live slots.
+async fn until_leaders(store: &dyn LeaseStore, key: &str, leaders: usize) {
+    timeout(Duration::from_secs(10), async {
+        while store.state(key).await.unwrap().leaders.len() != leaders {
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the group never had {leaders} live slot(s)"));
+}
+
+pub async fn a_guard_holds_its_slot_until_released_and_renews_by_hand<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let base = lease().max(Duration::from_secs(2));
+    let elector = guard_elector(store, key, LeaderGroupElectionOptions::new(1).lease_time(base));
+    let guard = elector.acquire("held").await.unwrap().expect("a free slot");
+    let fence = guard.live_fence().expect("live");
+    assert!(elector.acquire("held").await.unwrap().is_none(), "a held slot was granted again");
+    // Held across awaits in another task, renewed by hand there.
+    let guard = tokio::spawn(async move {
+        sleep(base / 2).await;
+        let before = guard.remaining();
+        assert!(guard.renew().await.unwrap(), "the holder's renewal");
+        assert!(guard.remaining() > before, "the deadline moved on: {:?}", guard.remaining());
+        guard
+    })
+    .await
+    .unwrap();
+    // Renewed at half the lease: a quarter of a lease past the first lease, a quarter within
+    // the renewed one.
+    sleep(base * 3 / 4).await;
+    let state = store.state(key).await.unwrap();
+    assert_eq!(state.leaders.iter().map(|slot| slot.fence).collect::<Vec<_>>(), [fence]);
+    assert_eq!(guard.live_fence(), Some(fence));
+    let lease = guard.lease().clone();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "released");
+    assert_eq!(lease.live_fence(), None, "a clone of a released lease acts no more");
+    assert_eq!(lease.loss_reason(), Some(leader::LossReason::SteppedDown));
+    let next = elector.acquire("held").await.unwrap().expect("free again");
+    assert!(next.fence() > fence);
+}
+
+pub async fn a_guard_renews_in_the_background_until_refused_and_its_drop_then_does_nothing<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let counting = Counting::new(store.clone());
+    let options = LeaderGroupElectionOptions::new(1).lease_time(lease()).auto_extend(true);
+    let guard = guard_elector(&counting, key, options).acquire("renewed").await.unwrap().unwrap();
+    let fence = guard.fence();
+    sleep(lease() * 5 / 2).await;
+    assert_eq!(guard.live_fence(), Some(fence), "renewed in the background");
+    assert!(counting.renewals.load(SeqCst) >= 2, "{} renewals", counting.renewals.load(SeqCst));
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
+    // An operator frees the slot; the next renewal is refused and the loss signalled.
+    let freed = store.revoke(key, SlotRef::Fence(fence), Revocation::Now).await.unwrap();
+    assert_eq!(freed, ReleaseOutcome::Released);
+    timeout(lease() * 2, guard.lost()).await.expect("the loss is signalled");
+    assert_eq!(guard.loss_reason(), Some(leader::LossReason::Refused));
+    assert!(!guard.renew().await.unwrap(), "a lost slot is not renewed");
+    // Another holder takes the slot; dropping the lost guard leaves it alone.
+    let other = token();
+    granted(store, live(key, 1, other)).await;
+    drop(guard);
+    leader::wait_for_releases().await;
+    assert_eq!(counting.releases.load(SeqCst), 0, "a lost guard's drop asked the store");
+    assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
+}
+
+pub async fn a_guard_without_renewal_is_lost_at_its_deadline<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
+    let counting = Counting::new(store.clone());
+    let options = LeaderGroupElectionOptions::new(1).lease_time(lease());
+    let guard = guard_elector(&counting, key, options).acquire("expiring").await.unwrap().unwrap();
+    let granted_at = tokio::time::Instant::now();
+    // Nothing polls the guard: its own task fires the loss at the local deadline.
+    timeout(lease() * 2, guard.lost()).await.expect("the loss is signalled at the deadline");
+    assert!(
+        granted_at.elapsed() <= lease(),
+        "signalled {:?} after the grant",
+        granted_at.elapsed()
+    );
+    assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
+    assert_eq!(guard.live_fence(), None);
+    assert!(!guard.renew().await.unwrap(), "a lease past its deadline is not renewed");
+    assert_eq!(counting.renewals.load(SeqCst), 0, "renewal past the deadline asked the store");
+    drop(guard);
+    leader::wait_for_releases().await;
+    assert_eq!(counting.releases.load(SeqCst), 0, "an expired guard's drop asked the store");
+}
+
+pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let min_lease = lease().max(Duration::from_secs(2)) / 2;
+    let options = LeaderGroupElectionOptions::new(1).lease_time(LIVE).min_lease_time(min_lease);
+    let elector = guard_elector(store, key, options);
+    let guard = elector.acquire("dropped").await.unwrap().unwrap();
+    let granted_at = tokio::time::Instant::now();
+    let lease = guard.lease().clone();
+    drop(guard);
+    assert_eq!(lease.loss_reason(), Some(leader::LossReason::SteppedDown), "dropped: ended");
+    leader::wait_for_releases().await;
+    // Kept until the minimum lease, then free: far sooner than the minute it was granted.
+    if granted_at.elapsed() < min_lease / 2 {
+        assert!(elector.acquire("dropped").await.unwrap().is_none(), "free before its minimum");
+    }
+    until_leaders(store, key, 0).await;
+    assert!(granted_at.elapsed() >= min_lease, "freed {:?} after the grant", granted_at.elapsed());
+    // Without a minimum lease, a drop frees the slot at once.
+    let elector = guard_elector(store, key, LeaderGroupElectionOptions::new(1).lease_time(LIVE));
+    drop(elector.acquire("dropped").await.unwrap().expect("free after the minimum"));
+    leader::wait_for_releases().await;
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "a dropped guard kept its slot");
+}
+
+pub async fn a_guard_dropped_during_a_renewal_gives_its_slot_back<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    // Renewals reach the store and their replies come a second late.
+    let mut counting = Counting::new(store.clone());
+    counting.renewal_reply_delay = Duration::from_secs(1);
+    let base = lease().max(Duration::from_secs(3));
+    let options = LeaderGroupElectionOptions::new(1)
+        .lease_time(base)
+        .auto_extend(true)
+        .renew_interval(base / 3);
+    let guard = guard_elector(&counting, key, options).acquire("renewing").await.unwrap().unwrap();
+    timeout(base, async {
+        while counting.renewals.load(SeqCst) == 0 {
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("a renewal reached the store");
+    drop(guard); // its reply still on its way
+    leader::wait_for_releases().await;
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "kept after the drop");
+    sleep(Duration::from_secs(1) + Duration::from_millis(200)).await; // past the late reply
+    assert!(store.state(key).await.unwrap().leaders.is_empty(), "the late renewal revived it");
+    assert_eq!(counting.releases.load(SeqCst), 1);
 }

@@ -46,8 +46,9 @@ where
 /// that took another branch, a timeout) releases the slot in a background task, so the
 /// future's owner is not held up. A program that shuts down calls this after stopping its
 /// work, so it does not exit with a release still in flight (the slot would then stay held
-/// until its lease ran out). Each release is bounded by the store's command timeout; wrap
-/// the call in `tokio::time::timeout` for a bound of your own.
+/// until its lease ran out). A release the store does not answer is tried again for a
+/// minute (or a lease, if longer), since a store that was paused may still grant what it
+/// was sent before; wrap the call in `tokio::time::timeout` for a bound of your own.
 ///
 /// ```
 /// use std::time::Duration;

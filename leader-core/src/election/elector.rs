@@ -2,7 +2,7 @@
 
 use crate::{
     Error, LeaderElectionOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
-    LeaderRunResult, Lease, LeaseStore,
+    LeaderRunResult, Lease, LeaseGuard, LeaseStore,
 };
 
 /// Elects one holder per name: a [`LeaderGroupElector`] with `max_leaders` = 1.
@@ -55,6 +55,13 @@ impl LeaderElector {
     /// The store key `name` resolves to, without touching the store.
     pub fn key(&self, name: &str) -> Result<String, Error> {
         self.group.key(name)
+    }
+
+    /// Takes leadership of `name` if it is won within `wait_time`, held until the guard is
+    /// released or dropped (`Ok(None)` when another holds it); see
+    /// [`LeaderGroupElector::acquire`] and [`LeaseGuard`].
+    pub async fn acquire(&self, name: &str) -> Result<Option<LeaseGuard>, Error> {
+        self.group.acquire(name).await
     }
 
     /// Runs `body` if leadership of `name` is won within `wait_time`; see

@@ -7,6 +7,7 @@ use futures_util::FutureExt;
 
 use super::candidate::{self, PerCall, PerCallStop, Won};
 use super::guard::SlotGuard;
+use super::lease_guard::{LeaseGuard, Supervision};
 use super::options::Settings;
 use super::renewal::supervise;
 use crate::store::{AcquireRequest, LeaseStore};
@@ -15,15 +16,6 @@ use crate::{
     Error, GroupObserver, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease,
     LeaseToken,
 };
-
-/// Aborts a spawned task when dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Elects up to `max_leaders` holders per group name, one call at a time.
 ///
@@ -126,6 +118,38 @@ impl LeaderGroupElector {
         Ok(resolved)
     }
 
+    /// Takes a slot of group `name` if one is won within `wait_time`, and holds it until
+    /// the returned guard is released or dropped: the form for work that is not one closure
+    /// (see [`LeaseGuard`] for what it offers and its loss rules).
+    ///
+    /// - `Ok(Some(guard))`: a slot was granted, with time left on its lease.
+    /// - `Ok(None)`: every slot stayed held by others until `wait_time` was over; contention
+    ///   is not an error.
+    /// - `Err(_)`: the name is invalid or the store failed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// let workers = LeaderGroupElector::new(
+    ///     MemoryStore::new(),
+    ///     LeaderGroupElectionOptions::new(2).lease_time(Duration::from_secs(10)),
+    /// )?;
+    /// let first = workers.acquire("importers").await?.expect("a free slot");
+    /// let second = workers.acquire("importers").await?.expect("the other slot");
+    /// assert!(workers.acquire("importers").await?.is_none(), "both slots are held");
+    /// assert!(first.renew().await?, "still held: renewed by hand");
+    /// drop(first); // given back in the background
+    /// # leader_core::wait_for_releases().await;
+    /// assert!(workers.acquire("importers").await?.is_some());
+    /// # drop(second);
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, name: &str) -> Result<Option<LeaseGuard>, Error> {
+        self.take_slot(name, Supervision::Spawned).await
+    }
+
     /// Runs `body` if a slot of group `name` is won within `wait_time`.
     ///
     /// - `Ok(Elected(value))`: a slot was held while the body ran, then released (or kept
@@ -138,6 +162,9 @@ impl LeaderGroupElector {
     /// that with [`wait_for_releases`](crate::wait_for_releases). The body never starts
     /// under a lease whose local deadline has passed: a grant whose reply came too late is
     /// released and counts as a lost attempt.
+    ///
+    /// It is [`acquire`](Self::acquire) with the body run under the guard's lease and the
+    /// guard released when the body ends.
     pub async fn run_if_leader<F, Fut, T>(
         &self,
         name: &str,
@@ -148,9 +175,53 @@ impl LeaderGroupElector {
         Fut: Future<Output = T>,
     {
         let settings = &*self.settings;
+        // With renewal, a task renews (so a body that hogs its thread cannot starve it on a
+        // multi-threaded runtime); without, only the deadline is watched, here, beside the
+        // body: no task needed.
+        let supervision = match settings.renew_interval {
+            Some(_) => Supervision::Spawned,
+            None => Supervision::ByCaller,
+        };
+        let Some(guard) = self.take_slot(name, supervision).await? else {
+            return Ok(LeaderRunResult::Skipped);
+        };
+        let lease = guard.lease().clone();
+        let body = std::pin::pin!(
+            AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind()
+        );
+        let outcome = match supervision {
+            Supervision::Spawned => body.await,
+            Supervision::ByCaller => {
+                let mut body = body;
+                let deadline = supervise(self.store.clone(), lease, settings.lease_time, None);
+                tokio::select! {
+                    biased;
+                    outcome = &mut body => outcome,
+                    () = deadline => body.await,
+                }
+            }
+        };
+        // A failure is logged (and the release goes on in the background): the body's value
+        // matters more, and the slot expires by itself at the end of its lease.
+        let _ = guard.release().await;
+        match outcome {
+            Ok(value) => Ok(LeaderRunResult::Elected(value)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Stands for a slot of `name` until one is won (`Some`), `wait_time` is over (`None`) or
+    /// the store fails: the one way both [`acquire`](Self::acquire) and
+    /// [`run_if_leader`](Self::run_if_leader) take a slot.
+    async fn take_slot(
+        &self,
+        name: &str,
+        supervision: Supervision,
+    ) -> Result<Option<LeaseGuard>, Error> {
+        let settings = &*self.settings;
         let (group, key) = self.resolve(name)?;
         let token = LeaseToken::generate()?;
-        let mut guard = SlotGuard::new(
+        let mut slot = SlotGuard::new(
             self.store.clone(),
             key.clone(),
             token,
@@ -168,7 +239,7 @@ impl LeaderGroupElector {
         let Won { grant, sent_at } = match candidate::stand(
             &*self.store,
             request,
-            &mut guard,
+            &mut slot,
             &mut policy,
         )
         .await
@@ -176,43 +247,21 @@ impl LeaderGroupElector {
             Ok(won) => won,
             Err(PerCallStop::Skipped) => {
                 tracing::debug!(group = name, holder = %settings.holder_id, "skipped: group full");
-                return Ok(LeaderRunResult::Skipped);
+                return Ok(None);
             }
             Err(PerCallStop::Failed(error)) => return Err(error),
         };
         telemetry::metric::transition(&key, "elected");
         let lease = Lease::new(group, key, token, settings.holder_id.clone(), grant, sent_at, None);
         tracing::debug!(group = name, holder = %settings.holder_id, fence = grant.fence, "elected");
-
-        let body = std::pin::pin!(
-            AssertUnwindSafe(lease.clone().scope(body(lease.clone()))).catch_unwind()
-        );
-        let supervisor = supervise(
+        Ok(Some(LeaseGuard::new(
             self.store.clone(),
-            lease.clone(),
+            lease,
+            slot,
             settings.lease_time,
             settings.renew_interval,
-        );
-        let outcome = if settings.renew_interval.is_some() {
-            // Renewal runs as a task of its own, so a body that hogs its thread cannot starve
-            // it on a multi-threaded runtime; it stops when the body ends or this is dropped.
-            let _renewing = AbortOnDrop(tokio::spawn(supervisor));
-            body.await
-        } else {
-            // Without renewal there is only the deadline to watch: no task needed.
-            let mut body = body;
-            tokio::select! {
-                biased;
-                outcome = &mut body => outcome,
-                () = supervisor => body.await,
-            }
-        };
-        guard.release().await;
-        lease.released();
-        match outcome {
-            Ok(value) => Ok(LeaderRunResult::Elected(value)),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+            supervision,
+        )))
     }
 
     /// An observer of group `name`: its holders now and each change, from any process,

@@ -6,16 +6,18 @@ use std::time::Duration;
 use super::background;
 use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::store::{LeaseStore, ReleaseOutcome};
-use crate::{LeaseToken, telemetry};
+use crate::{Error, LeaseToken, telemetry};
 
 /// Releases the slot of `token` when dropped while armed, in the background (counted, so
 /// [`wait_for_releases`](crate::wait_for_releases) can wait for it).
 ///
 /// It is armed while an acquire is in flight (its reply may be lost) and while the slot is
 /// held, so a dropped future, a panic or a failed acquire never leaves a slot behind. The
-/// background release is tried again (with [`Backoff`]) while the store fails, until the
-/// store answers or a whole lease has passed: an acquire that timed out may have granted
-/// the slot, and only a release the store answered gives it back.
+/// background release is tried again (with [`Backoff`], pauses of at most
+/// [`RELEASE_RETRY_PAUSE`]) while the store fails, until the store answers or
+/// [`release_retry_limit`] has passed: an acquire that timed out may still be run by a
+/// store that was paused, granting the slot whenever it wakes, and only a release the store
+/// answered after it gives that slot back.
 pub(crate) struct SlotGuard {
     store: Arc<dyn LeaseStore>,
     key: Arc<str>,
@@ -40,12 +42,23 @@ impl SlotGuard {
         self.armed = armed;
     }
 
-    /// Releases the slot now and waits for the store, leaving the guard disarmed. A failure
-    /// is logged, not returned: the body's value matters more, and the slot expires by
-    /// itself at the end of its lease.
-    pub(crate) async fn release(&mut self) -> Option<ReleaseOutcome> {
-        self.armed = false;
-        release_logged(&*self.store, &self.key, self.token, self.min_lease_time).await
+    /// Releases the slot now (keeping it until the minimum lease time) and waits for the
+    /// store. The guard is disarmed once the store answered or failed for good; after a
+    /// transient failure it stays armed, so dropping it tries again in the background.
+    pub(crate) async fn release(&mut self) -> Result<ReleaseOutcome, Error> {
+        let result =
+            telemetry::release(&*self.store, &self.key, self.token, self.min_lease_time).await;
+        match &result {
+            Ok(outcome) => tracing::debug!(key = %self.key, ?outcome, "slot released"),
+            Err(error) if error.is_transient() => {
+                tracing::debug!(key = %self.key, %error, "release failed; trying again in the background")
+            }
+            Err(error) => {
+                tracing::warn!(key = %self.key, %error, "release failed; the slot expires at the end of its lease")
+            }
+        }
+        self.armed = matches!(&result, Err(error) if error.is_transient());
+        result
     }
 }
 
@@ -67,7 +80,7 @@ impl Drop for SlotGuard {
         }
         let (store, key, token, min_lease) =
             (self.store.clone(), self.key.clone(), self.token, self.min_lease_time);
-        let give_up_at = tokio::time::Instant::now() + self.lease_time;
+        let give_up_at = tokio::time::Instant::now() + release_retry_limit(self.lease_time);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => background::spawn_release(&runtime, async move {
                 release_until_answered(&*store, &key, token, min_lease, give_up_at).await;
@@ -80,8 +93,21 @@ impl Drop for SlotGuard {
     }
 }
 
+/// The longest pause between two tries of a background release: a store that answers again
+/// frees the slot within it (plus a round trip), so a waiter is not kept from a free slot
+/// for long. Each try that the store does not answer also waits its command timeout.
+pub(crate) const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// How long a background release is tried for a slot of `lease_time`: a lease, and at least
+/// a minute, since a store paused for longer (a stopped process, a frozen VM) runs what it
+/// was sent before whenever it wakes. After that the release is given up (logged), and a
+/// slot such a store grants late lives out one lease.
+pub(crate) fn release_retry_limit(lease_time: Duration) -> Duration {
+    lease_time.max(Duration::from_secs(60))
+}
+
 /// Releases the slot, trying again while the store fails transiently, until it answers or
-/// `give_up_at` (by then the slot has expired by itself).
+/// `give_up_at`.
 async fn release_until_answered(
     store: &dyn LeaseStore,
     key: &str,
@@ -89,7 +115,7 @@ async fn release_until_answered(
     min_lease_time: Duration,
     give_up_at: tokio::time::Instant,
 ) {
-    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(1));
+    let mut backoff = Backoff::new(FIRST_PAUSE, RELEASE_RETRY_PAUSE);
     loop {
         match telemetry::release(store, key, token, min_lease_time).await {
             Ok(outcome) => {
@@ -99,7 +125,7 @@ async fn release_until_answered(
             Err(error) => {
                 let pause = backoff.next_pause();
                 if !error.is_transient() || tokio::time::Instant::now() + pause >= give_up_at {
-                    tracing::warn!(key, %error, "release failed; the slot expires at the end of its lease");
+                    tracing::warn!(key, %error, "release failed; given up (the slot expires at the end of its lease)");
                     return;
                 }
                 tracing::debug!(key, %error, ?pause, "release failed; trying again");

@@ -290,9 +290,22 @@ impl Lease {
         ended.map_or(Ok(()), Err)
     }
 
-    /// Records that the slot was released: the lease no longer counts as held.
+    /// Records that the holder let the slot go (released it, or dropped its guard): unless
+    /// its end was decided before, the term ends as [`LossReason::SteppedDown`], quietly
+    /// (a release is no loss to warn of), and clones of the lease see it lost from now on.
     pub(crate) fn released(&self) {
-        self.inner.end_hold();
+        let newly_ended = {
+            let mut term = self.lock_term();
+            term.ended.is_none().then(|| term.ended = Some(LossReason::SteppedDown)).is_some()
+        };
+        let inner = &*self.inner;
+        inner.end_hold();
+        if newly_ended {
+            inner.lost.cancel();
+            if let Some(on_loss) = &inner.on_loss {
+                on_loss(LossReason::SteppedDown);
+            }
+        }
     }
 
     /// Decides the end of the lease for `reason`, unless it was decided before; returns the

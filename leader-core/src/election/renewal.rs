@@ -8,17 +8,18 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use super::lease::{Lease, LossReason};
 use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
-use crate::telemetry;
+use crate::{Error, telemetry};
 
 /// Watches `lease` until it is lost, renewing it every `renew_interval` if that is set.
 ///
-/// - Without auto-extension, the loss is decided at the local deadline.
+/// - Without auto-extension, the loss is decided at the local deadline (which a renewal by
+///   hand, [`LeaseGuard::renew`](crate::LeaseGuard::renew), moves on).
 /// - A refused renewal decides it at once ([`LossReason::Refused`]).
 /// - A failed renewal is retried at the cadence or at half the remaining lease, whichever is
 ///   sooner, until one succeeds or the local deadline passes ([`LossReason::Expired`]).
 ///
-/// Returns once the loss is decided, here or elsewhere; the elector aborts it when the body
-/// ends first.
+/// Returns once the loss is decided, here or elsewhere; the holder aborts it when it lets
+/// the slot go first.
 pub(crate) async fn supervise(
     store: Arc<dyn LeaseStore>,
     lease: Lease,
@@ -26,16 +27,70 @@ pub(crate) async fn supervise(
     renew_interval: Option<Duration>,
 ) {
     match renew_interval {
-        None => {
+        None => loop {
             tokio::select! {
-                () = sleep_until(lease.deadline()) => { lease.end(LossReason::Expired); }
-                () = lease.lost() => {}
+                () = sleep_until(lease.deadline()) => if lease.is_lost() { return },
+                () = lease.lost() => return,
             }
-        }
+        },
         Some(renew_interval) => {
             let mut outage = OutageLog::default();
             keep_renewing(&*store, &lease, lease_time, renew_interval, &mut outage).await;
         }
+    }
+}
+
+/// What one renewal did.
+pub(crate) enum Renewal {
+    /// The store extended the slot: the lease's deadline moved on.
+    Renewed,
+    /// The lease's end is decided (here or before), for this reason.
+    Lost(LossReason),
+    /// The store failed; the slot may still be held until the lease's deadline.
+    Failed(Error),
+}
+
+/// Renews `lease` once for `lease_time`, within its local deadline: the one renewal step of
+/// the background loop and of a renewal by hand.
+///
+/// A lease whose end was decided, or whose deadline passes before the reply, is not renewed
+/// (the reply cannot bring it back); a refusal decides its end ([`LossReason::Refused`]).
+pub(crate) async fn renew_once(
+    store: &dyn LeaseStore,
+    lease: &Lease,
+    lease_time: Duration,
+) -> Renewal {
+    if lease.is_lost() {
+        return Renewal::Lost(lease.end(LossReason::Expired));
+    }
+    let deadline = lease.deadline();
+    let sent_at = Instant::now();
+    let renewal = timeout_at(
+        deadline,
+        telemetry::renew(
+            store,
+            lease.key(),
+            lease.holder(),
+            lease.fence(),
+            lease.token(),
+            lease_time,
+        ),
+    );
+    let outcome = tokio::select! {
+        biased;
+        () = lease.lost() => return Renewal::Lost(lease.end(LossReason::Expired)),
+        outcome = renewal => outcome,
+    };
+    match outcome {
+        Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
+            match lease.renewed(expires_at, expires_in, sent_at) {
+                Ok(()) => Renewal::Renewed,
+                Err(reason) => Renewal::Lost(reason),
+            }
+        }
+        Ok(Ok(RenewOutcome::NotHeld)) => Renewal::Lost(lease.end(LossReason::Refused)),
+        Ok(Err(error)) => Renewal::Failed(error),
+        Err(_timed_out) => Renewal::Lost(lease.end(LossReason::Expired)),
     }
 }
 
@@ -57,49 +112,24 @@ pub(crate) async fn keep_renewing(
 ) -> LossReason {
     let mut next = renewal_due(lease.deadline(), lease_time, renew_interval);
     loop {
-        let deadline = lease.deadline();
         tokio::select! {
             biased;
             () = lease.lost() => return lease.end(LossReason::Expired),
-            () = sleep_until(next.min(deadline)) => {}
+            () = sleep_until(next.min(lease.deadline())) => {}
         }
-        if lease.is_lost() {
-            return lease.end(LossReason::Expired);
-        }
-        let sent_at = Instant::now();
-        let renewal = timeout_at(
-            deadline,
-            telemetry::renew(
-                store,
-                lease.key(),
-                lease.holder(),
-                lease.fence(),
-                lease.token(),
-                lease_time,
-            ),
-        );
-        let outcome = tokio::select! {
-            biased;
-            () = lease.lost() => return lease.end(LossReason::Expired),
-            outcome = renewal => outcome,
-        };
-        match outcome {
-            Ok(Ok(RenewOutcome::Renewed { expires_at, expires_in })) => {
+        match renew_once(store, lease, lease_time).await {
+            Renewal::Renewed => {
                 outage.succeeded(lease.name());
-                if let Err(reason) = lease.renewed(expires_at, expires_in, sent_at) {
-                    return reason;
-                }
                 tracing::trace!(group = lease.name(), fence = lease.fence(), "lease renewed");
                 next = renewal_due(lease.deadline(), lease_time, renew_interval);
             }
-            Ok(Ok(RenewOutcome::NotHeld)) => return lease.end(LossReason::Refused),
-            Ok(Err(error)) => {
+            Renewal::Lost(reason) => return reason,
+            Renewal::Failed(error) => {
                 outage.failed(lease.name(), "lease renewal", &error);
                 let retry_in =
                     renew_interval.min(lease.remaining() / 2).max(Duration::from_millis(1));
                 next = Instant::now() + retry_in;
             }
-            Err(_timed_out) => return lease.end(LossReason::Expired),
         }
     }
 }

@@ -13,6 +13,8 @@ use leader::{LeaderGroupElectionOptions, LeaderGroupElector, RedisStore};
 #[derive(Clone)]
 pub enum Contender {
     Leader(RedisStore),
+    /// leader's guard form: `acquire`, then `release`.
+    LeaderGuard(RedisStore),
     Rslock(Arc<rslock::LockManager>),
     DistributedLockRedis(Arc<RedisLockProvider>),
 }
@@ -20,6 +22,7 @@ pub enum Contender {
 /// One task's handle on one group, made once per task so the loop measures only the calls.
 pub enum Worker {
     Leader(LeaderGroupElector, String),
+    LeaderGuard(LeaderGroupElector, String),
     Rslock(Arc<rslock::LockManager>, String),
     DlrLock(distributed_lock_redis::RedisDistributedLock),
     DlrSemaphore(distributed_lock_redis::RedisDistributedSemaphore),
@@ -31,6 +34,9 @@ impl Contender {
     pub async fn connect(name: &str, url: &str) -> Self {
         match name {
             "leader" => Contender::Leader(RedisStore::connect(url).await.expect("leader connects")),
+            "leader-guard" => {
+                Contender::LeaderGuard(RedisStore::connect(url).await.expect("leader connects"))
+            }
             "rslock" => {
                 let mut manager = rslock::LockManager::new(vec![url.to_owned()]);
                 manager.set_retry(1, Duration::ZERO); // try-acquire: one attempt
@@ -63,6 +69,13 @@ impl Contender {
                     group.to_owned(),
                 )
             }
+            Contender::LeaderGuard(store) => {
+                let options = LeaderGroupElectionOptions::new(n).lease_time(LEASE);
+                Worker::LeaderGuard(
+                    LeaderGroupElector::new(store.clone(), options).unwrap(),
+                    group.to_owned(),
+                )
+            }
             Contender::Rslock(manager) => Worker::Rslock(manager.clone(), group.to_owned()),
             Contender::DistributedLockRedis(provider) if n == 1 => {
                 Worker::DlrLock(provider.create_lock(group))
@@ -83,6 +96,15 @@ impl Worker {
                 .await
                 .expect("no store error")
                 .is_elected(),
+            Worker::LeaderGuard(elector, group) => {
+                match elector.acquire(group).await.expect("no store error") {
+                    Some(guard) => {
+                        guard.release().await.expect("released");
+                        true
+                    }
+                    None => false,
+                }
+            }
             Worker::Rslock(manager, group) => match manager.lock(group.as_bytes(), LEASE).await {
                 Ok(lock) => {
                     manager.unlock(&lock).await;

@@ -45,6 +45,10 @@ pub static SERVER_URL: OnceLock<String> = OnceLock::new();
 
 const CONTENDERS: [&str; 3] = ["leader", "rslock", "distributed-lock-redis"];
 
+/// The contenders of W1 and W2: the libraries, and leader's guard form (`acquire`, then
+/// `release`) beside its closure form, in the same rounds.
+const W1_CONTENDERS: [&str; 4] = ["leader", "leader-guard", "rslock", "distributed-lock-redis"];
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -126,7 +130,8 @@ async fn main() {
         (after - before) * 1e6 / (rate * period.as_secs_f64()).max(1.0)
     };
     for round in 0..2 {
-        for name in CONTENDERS.into_iter().filter(|n| profile.as_deref().is_none_or(|p| p == *n)) {
+        for name in W1_CONTENDERS.into_iter().filter(|n| profile.as_deref().is_none_or(|p| p == *n))
+        {
             let contender = Contender::connect(name, &server.url()).await;
             for n in [1, 3] {
                 if !contender.supports(n) {
@@ -188,6 +193,17 @@ async fn main() {
             ));
         }
     }
+    for n in [1, 3] {
+        if let (Some(guard), Some(closure)) = (mean(&w1, "leader-guard", n), mean(&w1, "leader", n))
+        {
+            say(format!(
+                "leader's guard form (acquire, release), W1 N={n}: {guard:.0} cycles/s, {:.1}% of \
+                 the closure form's {closure:.0} in the same rounds",
+                guard / closure * 100.0
+            ));
+        }
+    }
+    say(String::new());
     if workloads_only {
         return;
     }
@@ -219,7 +235,7 @@ async fn main() {
         hand_over[0], hand_over[1], hand_over[2]
     ));
     for (label, rows) in [("w1", &w1), ("w2", &w2)] {
-        for name in CONTENDERS {
+        for name in W1_CONTENDERS {
             for n in [1, 3] {
                 if let Some(v) = mean(rows, name, n) {
                     report.insert(format!("{label}_{name}_n{n}"), json!(v));

@@ -1,4 +1,5 @@
-//! A candidate process: stands for a role with [`Leadership`], and while it leads, writes
+//! A candidate process: stands for a role with [`Leadership`] (or, with `--mode closure` or
+//! `--mode guard`, holds per-call slots: see [`per_call`](crate::per_call)), and while it leads, writes
 //! to the fenced register every tick with its fence, checking right before each write that
 //! it still leads. It reports every check, write and end of term on standard output (see
 //! [`Event`]), and every term `wait_for_leadership()` hands it; it resigns now and then so
@@ -24,7 +25,7 @@ use crate::stalling::{StallPoints, StallingStore};
 use crate::store_spec::StoreSpec;
 
 /// How often a leader checks and writes.
-const TICK: Duration = Duration::from_millis(10);
+pub(crate) const TICK: Duration = Duration::from_millis(10);
 
 /// What a candidate process is told on its command line.
 #[derive(Debug, Clone, clap::Args)]
@@ -57,6 +58,32 @@ pub struct CandidateArgs {
     /// The store's command timeout (ms); a quarter of the lease by default.
     #[arg(long)]
     pub command_timeout_ms: Option<u64>,
+    /// How the candidate holds its slot.
+    #[arg(long, value_enum, default_value_t = CandidateMode::Leadership)]
+    pub mode: CandidateMode,
+}
+
+/// How a candidate holds its slot: the three ways in of the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CandidateMode {
+    /// Long-lived `Leadership`: terms from the one loop, resigned now and then.
+    #[default]
+    Leadership,
+    /// `LeaderGroupElector::run_if_leader`: a term is one call's closure.
+    Closure,
+    /// `LeaderGroupElector::acquire`: a term is held by the guard, released or dropped.
+    Guard,
+}
+
+impl CandidateMode {
+    /// The name `--mode` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            CandidateMode::Leadership => "leadership",
+            CandidateMode::Closure => "closure",
+            CandidateMode::Guard => "guard",
+        }
+    }
 }
 
 /// Runs the candidate until told to stop or its input closes.
@@ -66,6 +93,10 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
     let store = args.store.connect(command_timeout, args.replica_ack).map_err(|e| e.to_string())?;
     let stall_points = Arc::new(StallPoints::default());
     let store = StallingStore::new(store, stall_points.clone());
+    if args.mode != CandidateMode::Leadership {
+        let mode = args.mode;
+        return crate::per_call::run(args, mode, store, stall_points).await;
+    }
     let options = LeadershipOptions::new()
         .lease_time(lease)
         .renew_interval(lease / 3)
@@ -155,7 +186,7 @@ async fn stop(leadership: &Leadership) -> Result<(), String> {
 }
 
 /// Lines from standard input, as commands.
-fn read_commands() -> mpsc::UnboundedReceiver<String> {
+pub(crate) fn read_commands() -> mpsc::UnboundedReceiver<String> {
     let (send, receive) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
@@ -202,18 +233,18 @@ pub fn report(event: &Event) {
 }
 
 /// The register connection, opened on first use and again after an error.
-struct Register {
+pub(crate) struct Register {
     address: String,
     connection: Option<BufReader<TcpStream>>,
 }
 
 impl Register {
-    fn new(address: String) -> Self {
+    pub(crate) fn new(address: String) -> Self {
         Register { address, connection: None }
     }
 
     /// Writes with `fence`; whether the register accepted it (false if unreachable).
-    async fn write(&mut self, key: &str, id: &str, fence: u64) -> bool {
+    pub(crate) async fn write(&mut self, key: &str, id: &str, fence: u64) -> bool {
         let request = format!("W {key} {id} {fence}\n");
         for _ in 0..2 {
             if self.connection.is_none() {
@@ -233,18 +264,27 @@ impl Register {
 }
 
 /// A small xorshift generator: resignation times need no more.
-struct Random(u64);
+pub(crate) struct Random(u64);
 
 impl Random {
-    fn seeded(seed: u64) -> Self {
+    pub(crate) fn seeded(seed: u64) -> Self {
         Random(seed | 1)
     }
 
-    /// A duration uniformly within ±50% of `mean_ms`.
-    fn around(&mut self, mean_ms: u64) -> Duration {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        Duration::from_millis(mean_ms / 2 + self.0 % (mean_ms + 1))
+        self.0
+    }
+
+    /// A duration uniformly within ±50% of `mean_ms`.
+    pub(crate) fn around(&mut self, mean_ms: u64) -> Duration {
+        Duration::from_millis(mean_ms / 2 + self.next() % (mean_ms + 1))
+    }
+
+    /// Heads or tails.
+    pub(crate) fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
     }
 }

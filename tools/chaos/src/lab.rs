@@ -10,6 +10,7 @@ use tokio::task::block_in_place;
 use tokio::time::{Instant, sleep};
 
 use crate::backend::{Backend, Topology};
+use crate::candidate::CandidateMode;
 use crate::checker::{FaultWindow, Run, Verdict, check};
 use crate::events::now_micros;
 use crate::fleet::Fleet;
@@ -41,11 +42,13 @@ struct Lab {
     lease: Duration,
 }
 
-/// Runs `scenario` with candidates spawned from `program` (this crate's binary).
+/// Runs `scenario` with candidates spawned from `program` (this crate's binary), holding
+/// their slots in `mode`.
 pub async fn run_scenario(
     program: &Path,
     scenario: &Scenario,
     timing: Timing,
+    mode: CandidateMode,
 ) -> Result<Outcome, String> {
     let began = Instant::now();
     let lease = timing.lease;
@@ -88,6 +91,7 @@ pub async fn run_scenario(
         ("--register", register.address().to_owned()),
         ("--replica-ack", u32::from(topology == Topology::Sentinel).to_string()),
         ("--command-timeout-ms", scenario.command_timeout(lease).as_millis().to_string()),
+        ("--mode", mode.name().to_owned()),
     ]
     .into_iter()
     .flat_map(|(flag, value)| [flag.to_owned(), value])

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use leader_chaos::candidate::{self, CandidateArgs};
+use leader_chaos::candidate::{self, CandidateArgs, CandidateMode};
 use leader_chaos::lab::run_scenario;
 use leader_chaos::report;
 use leader_chaos::scenario::{SCENARIOS, Timing};
@@ -23,6 +23,10 @@ struct Cli {
     /// Print JSON lines instead of the table.
     #[arg(long)]
     json: bool,
+    /// How the candidates hold their slots: `leadership` (long-lived terms), `closure`
+    /// (`run_if_leader`) or `guard` (`acquire`).
+    #[arg(long, value_enum, default_value_t = CandidateMode::Leadership)]
+    mode: CandidateMode,
     /// Write each failed scenario's reports, register log and samples to DIR/<name>.txt.
     #[arg(long, value_name = "DIR")]
     dump: Option<std::path::PathBuf>,
@@ -66,16 +70,17 @@ fn main() -> ExitCode {
     let mut failed = false;
     if !cli.json {
         println!(
-            "lease {:?}, {} fault(s) per scenario\n\n{}",
+            "lease {:?}, {} fault(s) per scenario, candidates in {} mode\n\n{}",
             timing.lease,
             timing.rounds,
+            cli.mode.name(),
             report::HEADER
         );
     }
     for scenario in
         SCENARIOS.iter().filter(|s| cli.only.is_empty() || cli.only.iter().any(|n| n == s.name))
     {
-        match runtime.block_on(run_scenario(&program, scenario, timing)) {
+        match runtime.block_on(run_scenario(&program, scenario, timing, cli.mode)) {
             Ok(outcome) => {
                 failed |= !outcome.verdict.violations.is_empty();
                 if cli.json {

@@ -1,9 +1,15 @@
 //! The short run of every fault scenario (one fault each, 1 s leases), each judged by the
 //! checker: real candidate processes, a real redis-server, real signals. They run one at
 //! a time, since they measure recovery times on a small machine.
+//!
+//! Every scenario runs with `Leadership` candidates; one per kind of fault and store runs
+//! with per-call candidates too (a `run_if_leader` closure, or `acquire`'s guard). The whole
+//! table in each mode is `cargo run -p leader-chaos --release -- --mode guard` (or
+//! `closure`).
 
 use std::sync::Mutex;
 
+use leader_chaos::candidate::CandidateMode;
 use leader_chaos::lab::run_scenario;
 use leader_chaos::report;
 use leader_chaos::scenario::{SCENARIOS, Timing};
@@ -11,21 +17,26 @@ use leader_chaos::scenario::{SCENARIOS, Timing};
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(name: &str) {
+    run_in(name, CandidateMode::Leadership);
+}
+
+fn run_in(name: &str, mode: CandidateMode) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let scenario = SCENARIOS.iter().find(|s| s.name == name).expect("a scenario of that name");
     let program = std::path::Path::new(env!("CARGO_BIN_EXE_leader-chaos"));
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let outcome = runtime.block_on(run_scenario(program, scenario, Timing::SHORT));
-    let outcome = outcome.unwrap_or_else(|error| panic!("{name} could not run: {error}"));
+    let outcome = runtime.block_on(run_scenario(program, scenario, Timing::SHORT, mode));
+    let outcome =
+        outcome.unwrap_or_else(|error| panic!("{name} ({mode:?}) could not run: {error}"));
     println!("{}\n{}", report::HEADER, report::row(&outcome));
     assert!(
         outcome.verdict.violations.is_empty(),
-        "{name}: {:#?}\n{}",
+        "{name} ({mode:?}): {:#?}\n{}",
         outcome.verdict.violations,
         report::row(&outcome)
     );
-    assert!(outcome.verdict.terms >= 2, "{name}: the slot never changed hands");
+    assert!(outcome.verdict.terms >= 2, "{name} ({mode:?}): the slot never changed hands");
 }
 
 macro_rules! scenarios {
@@ -84,4 +95,27 @@ scenarios! {
     etcd_cut => "etcd-cut",
     etcd_black_hole => "etcd-black-hole",
     etcd_latency => "etcd-latency",
+}
+
+/// Per-call candidates: a scenario of each kind of fault on each store, in one of the two
+/// per-call modes.
+macro_rules! per_call_scenarios {
+    ($($test:ident => $name:literal in $mode:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                run_in($name, CandidateMode::$mode);
+            }
+        )*
+    };
+}
+
+per_call_scenarios! {
+    guard_kill_holder => "kill-holder" in Guard,
+    guard_stall_renewal_800 => "stall-renewal-800" in Guard,
+    guard_late_grant => "late-grant" in Guard,
+    guard_pg_pause => "pg-pause" in Guard,
+    guard_etcd_kill_holder_n2 => "etcd-kill-holder-n2" in Guard,
+    closure_stall_before_write => "stall-before-write" in Closure,
+    closure_pg_kill_holder => "pg-kill-holder" in Closure,
 }
