@@ -488,3 +488,45 @@ async fn every_store_call_has_a_span_with_group_holder_fence_and_outcome_and_no_
     assert!(closed("leader.state")[0].contains("active=0"));
     assert!(logs.lines_with(&token.to_string()).is_empty(), "a token reached the log");
 }
+
+/// A guard dropped on a plain thread (a struct dropped outside any runtime) still gives
+/// its slot back, on the runtime that acquired it.
+#[test]
+fn a_guard_dropped_outside_a_runtime_is_released_on_the_acquiring_one() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let store = leader::MemoryStore::new();
+    let elector = leader::LeaderElector::new(
+        store.clone(),
+        leader::LeaderElectionOptions::new().lease_time(std::time::Duration::from_secs(60)),
+    )
+    .unwrap();
+    let guard = runtime.block_on(elector.acquire("outside")).unwrap().expect("free");
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    runtime.block_on(async {
+        leader::wait_for_releases().await;
+        assert_eq!(elector.state("outside").await.unwrap().active_count, 0, "still held");
+    });
+}
+
+/// A guard that outlives the runtime that acquired it (its renewal task gone with it) still
+/// signals its loss at the deadline to a task waiting on `lost()` on another runtime.
+#[test]
+fn a_guard_outliving_its_runtime_still_signals_its_loss() {
+    let first = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let elector = leader::LeaderElector::new(
+        leader::MemoryStore::new(),
+        leader::LeaderElectionOptions::new()
+            .lease_time(std::time::Duration::from_secs(1))
+            .auto_extend(true),
+    )
+    .unwrap();
+    let guard = first.block_on(elector.acquire("moved")).unwrap().expect("free");
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    second.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(5), guard.lost())
+            .await
+            .expect("the loss is signalled at the deadline");
+        assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
+    });
+}

@@ -265,3 +265,55 @@ async fn an_attempt_cut_off_by_a_paused_server_leaves_no_slot_once_it_answers() 
     );
     drop(guard);
 }
+
+/// A guard renewed by hand just before its deadline, over a slow network: the renewal
+/// reaches the server in time and extends the slot, its reply comes after the deadline, so
+/// the guard is lost (`Expired`). Dropping it must give the extended slot back; before, the
+/// drop did nothing and the slot stayed held by nobody for most of a new lease.
+#[tokio::test]
+async fn a_guard_lost_to_a_late_renewal_reply_gives_the_slot_back_when_dropped() {
+    use support::proxy::{Fault, Proxy};
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let slow = RedisStore::builder(proxy.url()).command_timeout(5 * SECOND).build().unwrap();
+    let direct = RedisStore::connect(&server.url()).await.unwrap();
+    let lease = 3 * SECOND;
+    let options = |holder: &str| {
+        leader::LeaderElectionOptions::new()
+            .lease_time(lease)
+            .holder_id(holder)
+            .keys(leader::KeyOptions::new().exact_key("leader:late-renewal"))
+    };
+    let late = leader::LeaderElector::new(slow, options("late")).unwrap();
+    let other = leader::LeaderElector::new(direct, options("other")).unwrap();
+    // Scripts loaded first: a NOSCRIPT round trip would double the renewal's.
+    let warm = late.acquire("g").await.unwrap().expect("free");
+    assert!(warm.renew().await.unwrap());
+    warm.release().await.unwrap();
+    proxy.set(Fault::Latency(Duration::from_millis(300))); // each way
+    let guard = late.acquire("g").await.unwrap().expect("free");
+    // Sent 200 ms before the deadline: it reaches the server 100 ms after it (the server's
+    // expiry is later), its reply 400 ms after.
+    tokio::time::sleep(guard.remaining().saturating_sub(Duration::from_millis(200))).await;
+    assert!(!guard.renew().await.unwrap(), "the reply came after the deadline");
+    assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
+    tokio::time::sleep(Duration::from_millis(500)).await; // the renewal has run by now
+    assert_eq!(other.state("g").await.unwrap().active_count, 1, "the late renewal extended it");
+    proxy.set(Fault::None);
+    let dropped = Instant::now();
+    drop(guard);
+    leader::wait_for_releases().await;
+    let taken = tokio::time::timeout(10 * SECOND, async {
+        loop {
+            if let Some(guard) = other.acquire("g").await.unwrap() {
+                return guard;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("taken");
+    let after = dropped.elapsed();
+    assert!(after < SECOND, "the slot was held by nobody {after:?} after the drop");
+    drop(taken);
+}

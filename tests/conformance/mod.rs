@@ -687,9 +687,12 @@ pub async fn a_guard_without_renewal_is_lost_at_its_deadline<S: LeaseStore + Clo
     assert_eq!(guard.live_fence(), None);
     assert!(!guard.renew().await.unwrap(), "a lease past its deadline is not renewed");
     assert_eq!(counting.renewals.load(SeqCst), 0, "renewal past the deadline asked the store");
+    // Dropped after a loss by the deadline, it still gives back once: a renewal the deadline
+    // cut off could have extended the slot at the store.
     drop(guard);
     leader::wait_for_releases().await;
-    assert_eq!(counting.releases.load(SeqCst), 0, "an expired guard's drop asked the store");
+    assert_eq!(counting.releases.load(SeqCst), 1, "an expired guard's drop gave nothing back");
+    assert!(store.state(key).await.unwrap().leaders.is_empty());
 }
 
 pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<

@@ -25,6 +25,8 @@ pub(crate) struct SlotGuard {
     min_lease_time: Duration,
     lease_time: Duration,
     armed: bool,
+    /// The runtime it was made on: a drop outside any runtime releases there.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl SlotGuard {
@@ -35,7 +37,8 @@ impl SlotGuard {
         min_lease_time: Duration,
         lease_time: Duration,
     ) -> Self {
-        SlotGuard { store, key, token, min_lease_time, lease_time, armed: false }
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        SlotGuard { store, key, token, min_lease_time, lease_time, armed: false, runtime }
     }
 
     pub(crate) fn set_armed(&mut self, armed: bool) {
@@ -81,11 +84,12 @@ impl Drop for SlotGuard {
         let (store, key, token, min_lease) =
             (self.store.clone(), self.key.clone(), self.token, self.min_lease_time);
         let give_up_at = tokio::time::Instant::now() + release_retry_limit(self.lease_time);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => background::spawn_release(&runtime, async move {
+        // The current runtime, or else (a drop on a plain thread) the one it was made on.
+        match tokio::runtime::Handle::try_current().ok().or_else(|| self.runtime.clone()) {
+            Some(runtime) => background::spawn_release(&runtime, async move {
                 release_until_answered(&*store, &key, token, min_lease, give_up_at).await;
             }),
-            Err(_) => tracing::warn!(
+            None => tracing::warn!(
                 key = %key,
                 "slot dropped outside a tokio runtime; it expires at the end of its lease"
             ),

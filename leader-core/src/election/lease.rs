@@ -239,12 +239,20 @@ impl Lease {
     /// Resolves when the slot is no longer held: a renewal was refused, or the local deadline
     /// passed. Race your work against it to stop in time.
     ///
-    /// The signal is fired by whoever decides the loss; after a pause of the whole process
-    /// the deadline may have passed before anything has run to fire it, so check
+    /// It resolves when the loss is decided, or at the deadline itself (which it then
+    /// decides), even if nothing else runs to notice: a lease whose renewal task is gone
+    /// (its runtime shut down) still signals here. After a pause of the whole process it
+    /// resolves only once the process runs again, so check
     /// [`live_fence`](Self::live_fence) or [`is_lost`](Self::is_lost) right before each action
     /// too.
     pub async fn lost(&self) {
-        self.inner.lost.cancelled().await
+        loop {
+            tokio::select! {
+                biased;
+                () = self.inner.lost.cancelled() => return,
+                () = tokio::time::sleep_until(self.deadline()) => if self.is_lost() { return },
+            }
+        }
     }
 
     /// A token cancelled with the loss signal, for APIs that take a `CancellationToken`.

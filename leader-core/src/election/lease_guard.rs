@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::guard::SlotGuard;
-use super::lease::Lease;
+use super::lease::{Lease, LossReason};
 use super::renewal::{Renewal, renew_once, supervise};
 use crate::Error;
 use crate::store::{LeaseStore, ReleaseOutcome};
@@ -26,10 +26,16 @@ use crate::store::{LeaseStore, ReleaseOutcome};
 ///   the guard gives it back in the background (count on
 ///   [`wait_for_releases`](crate::wait_for_releases) at shutdown). Both keep the slot until
 ///   `min_lease_time` after the grant, as `run_if_leader` does.
-/// - Once the lease is lost, dropping the guard does nothing: the slot is gone, or is no
-///   longer this holder's to give back.
+/// - Once the store refused a renewal, dropping the guard does nothing: the slot is no
+///   longer this holder's. After a loss by the deadline it still gives the slot back (one
+///   release, answered `NotHeld` when the slot is gone): a renewal the deadline cut off may
+///   have extended it at the store.
 /// - Releasing or dropping ends the lease for every clone of it
-///   ([`LossReason::SteppedDown`](crate::LossReason::SteppedDown)): a task still holding a clone sees it lost.
+///   ([`LossReason::SteppedDown`]): a task still holding a clone sees it lost.
+/// - Its renewal task runs on the runtime that acquired it. A guard that outlives that
+///   runtime renews nothing more; [`lost`](Lease::lost) and
+///   [`live_fence`](Lease::live_fence) still see the deadline pass, and a drop still
+///   releases (on the current runtime, or else on the acquiring one while it runs).
 ///
 /// ```
 /// use std::time::Duration;
@@ -152,11 +158,13 @@ impl Deref for LeaseGuard {
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.supervisor = None;
-        if !self.releasing && self.lease.is_over() {
-            // Lost: nothing of this holder's is left to give back.
+        if !self.releasing && self.lease.loss_reason() == Some(LossReason::Refused) {
+            // The store said the slot is no longer this holder's: nothing to give back.
             self.slot.set_armed(false);
         }
-        // Otherwise the slot guard, still armed, releases in the background as it drops.
+        // Otherwise the slot guard, still armed, releases in the background as it drops:
+        // also after a loss by the deadline, since a renewal the deadline cut off may still
+        // have extended the slot at the store.
         self.lease.released();
     }
 }
