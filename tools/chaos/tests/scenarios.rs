@@ -112,10 +112,8 @@ macro_rules! per_call_scenarios {
 
 per_call_scenarios! {
     guard_kill_holder => "kill-holder" in Guard,
-    guard_stall_renewal_800 => "stall-renewal-800" in Guard,
     guard_late_grant => "late-grant" in Guard,
     guard_pg_pause => "pg-pause" in Guard,
     guard_etcd_kill_holder_n2 => "etcd-kill-holder-n2" in Guard,
     closure_stall_before_write => "stall-before-write" in Closure,
-    closure_pg_kill_holder => "pg-kill-holder" in Closure,
 }
