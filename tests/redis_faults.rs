@@ -238,7 +238,7 @@ async fn an_attempt_cut_off_by_a_paused_server_leaves_no_slot_once_it_answers() 
         .build()
         .unwrap();
     let key = "leader:cut-off-attempt";
-    let lease = Duration::from_secs(1);
+    let lease = 2 * SECOND;
     let options = |wait: Duration| {
         leader::LeaderElectionOptions::new()
             .lease_time(lease)
@@ -252,7 +252,7 @@ async fn an_attempt_cut_off_by_a_paused_server_leaves_no_slot_once_it_answers() 
     // A single attempt (no wait, so no subscription first): sent into the pause.
     let cut_off = early.acquire(key).await;
     assert!(matches!(cut_off, Err(Error::Timeout { .. })), "{cut_off:?}");
-    tokio::time::sleep(2 * lease).await; // paused longer than a lease
+    tokio::time::sleep(lease + SECOND).await; // paused longer than a lease
     server.resume();
     let resumed = Instant::now();
     let waiter = leader::LeaderElector::new(store.clone(), options(5 * SECOND)).unwrap();
@@ -300,9 +300,9 @@ async fn a_guard_lost_to_a_late_renewal_reply_gives_the_slot_back_when_dropped()
     tokio::time::sleep(Duration::from_millis(500)).await; // the renewal has run by now
     assert_eq!(other.state("g").await.unwrap().active_count, 1, "the late renewal extended it");
     proxy.set(Fault::None);
+    // (Not `wait_for_releases`: it also waits for other tests' releases into a paused server.)
     let dropped = Instant::now();
     drop(guard);
-    leader::wait_for_releases().await;
     let taken = tokio::time::timeout(10 * SECOND, async {
         loop {
             if let Some(guard) = other.acquire("g").await.unwrap() {

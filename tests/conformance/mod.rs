@@ -674,15 +674,13 @@ pub async fn a_guard_without_renewal_is_lost_at_its_deadline<S: LeaseStore + Clo
 ) {
     let counting = Counting::new(store.clone());
     let options = LeaderGroupElectionOptions::new(1).lease_time(lease());
+    let asked_at = tokio::time::Instant::now();
     let guard = guard_elector(&counting, key, options).acquire("expiring").await.unwrap().unwrap();
-    let granted_at = tokio::time::Instant::now();
-    // Nothing polls the guard: its own task fires the loss at the local deadline.
+    // Nothing polls the guard: its own task fires the loss at the local deadline (at most a
+    // lease after the request), not a lease later.
     timeout(lease() * 2, guard.lost()).await.expect("the loss is signalled at the deadline");
-    assert!(
-        granted_at.elapsed() <= lease(),
-        "signalled {:?} after the grant",
-        granted_at.elapsed()
-    );
+    let signalled = asked_at.elapsed();
+    assert!(signalled < lease() + lease() / 2, "signalled {signalled:?} after the request");
     assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
     assert_eq!(guard.live_fence(), None);
     assert!(!guard.renew().await.unwrap(), "a lease past its deadline is not renewed");
@@ -704,18 +702,21 @@ pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<
     let min_lease = lease().max(Duration::from_secs(2)) / 2;
     let options = LeaderGroupElectionOptions::new(1).lease_time(LIVE).min_lease_time(min_lease);
     let elector = guard_elector(store, key, options);
+    let asked_at = tokio::time::Instant::now();
     let guard = elector.acquire("dropped").await.unwrap().unwrap();
-    let granted_at = tokio::time::Instant::now();
     let lease = guard.lease().clone();
     drop(guard);
     assert_eq!(lease.loss_reason(), Some(leader::LossReason::SteppedDown), "dropped: ended");
     leader::wait_for_releases().await;
     // Kept until the minimum lease, then free: far sooner than the minute it was granted.
-    if granted_at.elapsed() < min_lease / 2 {
+    if asked_at.elapsed() < min_lease / 2 {
         assert!(elector.acquire("dropped").await.unwrap().is_none(), "free before its minimum");
     }
     until_leaders(store, key, 0).await;
-    assert!(granted_at.elapsed() >= min_lease, "freed {:?} after the grant", granted_at.elapsed());
+    // The minimum counts from the grant, which came after the request (a coarse clock may
+    // free it up to a tick early).
+    let freed = asked_at.elapsed();
+    assert!(freed + tick() >= min_lease, "freed {freed:?} after the request");
     // Without a minimum lease, a drop frees the slot at once.
     let elector = guard_elector(store, key, LeaderGroupElectionOptions::new(1).lease_time(LIVE));
     drop(elector.acquire("dropped").await.unwrap().expect("free after the minimum"));
