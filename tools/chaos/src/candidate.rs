@@ -152,13 +152,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         }
         if let Some(lease) = lease {
             let fence = lease.fence();
-            report(&Event::Leading {
-                at,
-                fence,
-                acquired_at: micros(lease.acquired_at()),
-                expires_at: micros(lease.expires_at()),
-                believes_until: at + remaining.as_micros() as u64,
-            });
+            report_leading(&lease, at, remaining);
             let began = term.get_or_insert_with(|| (lease, Instant::now())).1;
             if std::mem::take(&mut stall_next) {
                 let _ = std::io::stdout().flush();
@@ -222,6 +216,17 @@ async fn report_terms(leadership: Leadership) {
         report(&Event::TermBegan { at, fence, believes_until });
         term.cancelled().await;
     }
+}
+
+/// Reports a check at `at` that found `lease` leading with `remaining` left.
+pub(crate) fn report_leading(lease: &Lease, at: u64, remaining: Duration) {
+    report(&Event::Leading {
+        at,
+        fence: lease.fence(),
+        acquired_at: micros(lease.acquired_at()),
+        expires_at: micros(lease.expires_at()),
+        believes_until: at + remaining.as_micros() as u64,
+    });
 }
 
 /// Writes `event` as one line on standard output.

@@ -17,10 +17,11 @@ use leader::{
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
+use crate::candidate::report_leading;
 use crate::candidate::{
     CandidateArgs, CandidateMode, Random, Register, TICK, read_commands, report,
 };
-use crate::events::{Event, micros, now_micros};
+use crate::events::{Event, now_micros};
 use crate::stalling::StallPoints;
 
 /// What the command reader and the holding loop share.
@@ -203,13 +204,7 @@ impl Holder {
                 report(&Event::Ended { at: now_micros(), fence: lease.fence(), reason });
                 break Held { end: TermEnd::Lost, fence: lease.fence() };
             };
-            report(&Event::Leading {
-                at,
-                fence,
-                acquired_at: micros(lease.acquired_at()),
-                expires_at: micros(lease.expires_at()),
-                believes_until: at + remaining.as_micros() as u64,
-            });
+            report_leading(&lease, at, remaining);
             if shared.stall_next.swap(false, Ordering::AcqRel) {
                 use std::io::Write as _;
                 let _ = std::io::stdout().flush();
