@@ -288,7 +288,7 @@ async fn every_member_killed_and_restarted_on_its_data() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_holder_is_replaced_within_two_leases_and_an_election() {
+async fn a_crashed_holder_is_replaced_once_its_lease_and_the_lock_delay_have_passed() {
     let mut cluster = EtcdCluster::start(3).await;
     let stores = stores(&cluster, 2).await;
     let key = "leader:crashed";
@@ -307,19 +307,31 @@ async fn a_crashed_holder_is_replaced_within_two_leases_and_an_election() {
         .wait_time(30 * SECOND)
         .keys(leader::KeyOptions::new().exact_key(key));
     let waiter = LeaderElector::new(stores[1].clone(), options).unwrap();
-    // It tries again after a store error, as a scheduled job would at its next run.
-    let took = loop {
-        match waiter.run_if_leader("crashed", |_| async { crashed.elapsed() }).await {
-            Ok(won) => break won.elected().expect("elected"),
-            Err(error) => assert!(error.is_transient(), "{error:?}"),
+    // It tries again after a store error, as a scheduled job would at its next run, for a
+    // minute at most; the errors it met are shown if it never wins.
+    let mut errors = Vec::new();
+    let took = tokio::time::timeout(60 * SECOND, async {
+        loop {
+            match waiter.run_if_leader("crashed", |_| async { crashed.elapsed() }).await {
+                Ok(won) => break won.elected().expect("elected"),
+                Err(error) => {
+                    assert!(error.is_transient(), "{error:?}");
+                    errors.push(format!("{:?} {error}", crashed.elapsed()));
+                }
+            }
         }
-    };
-    // The lease runs out (2 s, then up to half a second until etcd deletes its keys), the
-    // takeover waits its lock-delay (2 s), and a new Raft leader is elected meanwhile.
-    let bound = 2 * LEASE + ELECTION + 2 * SECOND;
+    })
+    .await;
+    let took = took.unwrap_or_else(|_| panic!("no takeover within a minute; errors: {errors:#?}"));
+    // The new Raft leader gives every lease its whole TTL again when it takes office (etcd's
+    // lessor promotion), the lease then runs out (2 s, and up to half a second until etcd
+    // deletes its keys), and the takeover waits its lock-delay (2 s): about 5-6 s on an idle
+    // machine. The bound is generous, for an election drawn out by a busy one; the order is
+    // what is checked: nobody acts before the lease and the lock-delay have passed.
+    let bound = 2 * LEASE + 2 * ELECTION + 10 * SECOND;
     assert!(took >= 2 * LEASE, "acted on a taken-over slot after only {took:?}");
-    assert!(took <= bound, "took {took:?} (bound {bound:?})");
-    eprintln!("a crashed holder's slot was acted on after {took:?}");
+    assert!(took <= bound, "took {took:?} (bound {bound:?}); errors: {errors:#?}");
+    eprintln!("a crashed holder's slot was acted on after {took:?} ({} errors)", errors.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -506,12 +518,18 @@ async fn a_release_whose_reply_was_lost_answers_released() {
 }
 
 /// The member a lease's keep-alive stream is open on stops answering: the renewal moves to
-/// another member within the command timeout, instead of failing once.
+/// another member within the command timeout, instead of failing once. The store's first
+/// member is a follower, so the pause needs no election (which a busy machine can draw out
+/// past the command timeout, a different fault: see the Raft leader's tests above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_moves_off_the_member_its_stream_is_on_when_it_stops() {
     let cluster = EtcdCluster::start(3).await;
-    let store =
-        EtcdStore::builder(cluster.url()).command_timeout(3 * SECOND).connect().await.unwrap();
+    let raft_leader = cluster.wait_for_leader(10 * SECOND).await;
+    let mut order: Vec<usize> = (0..3).filter(|&member| member != raft_leader).collect();
+    order.push(raft_leader);
+    let endpoints: Vec<String> = order.iter().map(|&m| cluster.members[m].endpoint()).collect();
+    let url = format!("etcd://{}", endpoints.join(","));
+    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
     let key = "leader:stream-member";
     let held = token();
     let lease = 10 * SECOND;
@@ -526,6 +544,7 @@ async fn a_renewal_moves_off_the_member_its_stream_is_on_when_it_stops() {
             .unwrap_or(0.0)
     };
     let on = cluster.members.iter().position(|member| streams(member) > 0.0).expect("a stream");
+    assert_ne!(on, raft_leader, "the stream opened on the member listed last");
     cluster.members[on].pause();
     let renewed = store.renew(key, held, lease).await;
     cluster.members[on].resume();

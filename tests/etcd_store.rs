@@ -3,7 +3,7 @@
 //! and bad input as clear errors. Faults of a three-member cluster are in `etcd_faults.rs`.
 #![cfg(feature = "etcd")]
 
-mod conformance;
+use leader_testkit::conformance_suite;
 mod support;
 
 use std::time::Duration;

@@ -8,7 +8,7 @@ use leader::{
     Error, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions, LeaderGroupElector,
     LeaderRunResult, Lease, LeaseStore, LeaseToken, LossReason, MemoryStore, store::AcquireRequest,
 };
-use support::{FaultyStore, eventually};
+use support::{Faulty, FaultyStore, eventually};
 use tokio::time::{Instant, sleep};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -59,7 +59,7 @@ async fn never_more_than_max_leaders_run_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn zero_wait_time_makes_exactly_one_attempt() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     crashed_holder(&store, "leader:report", 1, 60 * SECOND).await;
     let elector = LeaderElector::new(store.clone(), LeaderElectionOptions::new()).unwrap();
     let before = store.acquires();
@@ -71,7 +71,7 @@ async fn zero_wait_time_makes_exactly_one_attempt() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_wakes_on_release_without_polling() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeaderElectionOptions::new().wait_time(30 * SECOND).lease_time(60 * SECOND);
     let holder = LeaderElector::new(store.clone(), options.clone()).unwrap();
     let waiter = LeaderElector::new(store.clone(), options).unwrap();
@@ -96,7 +96,7 @@ async fn a_waiter_wakes_on_release_without_polling() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_sleeps_exactly_until_the_nearest_expiry() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     crashed_holder(&store, "leader:cleanup", 2, 5 * SECOND).await;
     crashed_holder(&store, "leader:cleanup", 2, 2 * SECOND).await;
     let waiter = group(store.clone(), LeaderGroupElectionOptions::new(2).wait_time(30 * SECOND));
@@ -108,7 +108,7 @@ async fn a_waiter_sleeps_exactly_until_the_nearest_expiry() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_gives_up_at_wait_time() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     crashed_holder(&store, "leader:full", 1, 60 * SECOND).await;
     let waiter =
         LeaderElector::new(store.clone(), LeaderElectionOptions::new().wait_time(3 * SECOND))
@@ -140,7 +140,7 @@ async fn min_lease_time_keeps_the_slot_while_the_caller_returns_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn auto_extend_keeps_a_long_body_past_the_lease() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeaderGroupElectionOptions::new(2).lease_time(3 * SECOND).auto_extend(true);
     let elector = group(store.clone(), options);
     let observer = group(store.clone(), LeaderGroupElectionOptions::new(2));
@@ -200,7 +200,7 @@ async fn a_refused_renewal_fires_the_loss_signal() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_renewal_is_retried_before_the_lease_ends() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeaderElectionOptions::new().lease_time(9 * SECOND).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     store.fail_renewals(2);
@@ -219,7 +219,7 @@ async fn a_failed_renewal_is_retried_before_the_lease_ends() {
 
 #[tokio::test(start_paused = true)]
 async fn renewals_failing_until_the_deadline_lose_the_lease() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeaderElectionOptions::new().lease_time(9 * SECOND).auto_extend(true);
     let elector = LeaderElector::new(store.clone(), options).unwrap();
     store.fail_renewals(usize::MAX);
@@ -275,7 +275,7 @@ async fn dropping_the_future_releases_the_slot() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_acquire_reply_is_an_error_and_the_slot_is_released() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let elector =
         LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
             .unwrap();
@@ -294,7 +294,7 @@ async fn a_lost_acquire_reply_is_an_error_and_the_slot_is_released() {
 /// nobody until its lease ends.
 #[tokio::test(start_paused = true)]
 async fn a_lost_grant_is_given_back_once_the_store_answers_again() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let elector =
         LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(60 * SECOND))
             .unwrap();
@@ -304,7 +304,7 @@ async fn a_lost_grant_is_given_back_once_the_store_answers_again() {
     store.cut_off(true); // before the give-back runs
     sleep(Duration::from_millis(500)).await;
     assert!(store.releases() >= 2, "the give-back is tried again: {}", store.releases());
-    assert_eq!(store.inner.state("leader:unreachable").await.unwrap().leaders.len(), 1);
+    assert_eq!(store.inner().state("leader:unreachable").await.unwrap().leaders.len(), 1);
     store.cut_off(false);
     eventually(5 * SECOND, "the granted-but-unreported slot is released", || async {
         elector.state("unreachable").await.unwrap().is_empty()
@@ -411,7 +411,7 @@ async fn lease_current_is_set_only_inside_the_body() {
 
 #[tokio::test]
 async fn invalid_names_are_errors_not_skips() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let elector = LeaderElector::new(store.clone(), LeaderElectionOptions::new()).unwrap();
     for bad in ["", "two words", "line\nbreak"] {
         let err = elector.run_if_leader(bad, |_| async {}).await.unwrap_err();

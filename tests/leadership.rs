@@ -10,7 +10,7 @@ use leader::{
     WhenUncoordinated,
 };
 use support::redis_server::RedisServer;
-use support::{FaultyStore, capture_logs, eventually, start};
+use support::{Faulty, FaultyStore, capture_logs, eventually, start};
 use tokio::time::{Instant, sleep, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -121,7 +121,7 @@ async fn resign_lets_another_instance_lead_first() {
 
 #[tokio::test(start_paused = true)]
 async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let leadership = start(
         "billing",
         store.clone(),
@@ -164,7 +164,7 @@ async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
 #[tokio::test(start_paused = true)]
 async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
     let (_guard, logs) = capture_logs();
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.cut_off(true);
     let leadership = start("ledger", store.clone(), options());
     sleep(30 * SECOND).await;
@@ -184,7 +184,7 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
 /// was out for 1.5 s leads again soon after the store answers, not a retry interval later.
 #[tokio::test(start_paused = true)]
 async fn after_an_outage_the_role_leads_again_soon_after_the_store_answers() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeadershipOptions::new().lease_time(SECOND).retry_interval(5 * SECOND);
     let leadership = start("quick", store.clone(), options);
     leadership.wait_for_leadership().await.expect("no refusal");
@@ -205,7 +205,7 @@ async fn after_an_outage_the_role_leads_again_soon_after_the_store_answers() {
 #[tokio::test(start_paused = true)]
 async fn a_panic_in_the_loop_is_logged_and_survived() {
     let (_guard, logs) = capture_logs();
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.panic_on_acquires(1);
     let leadership = start("sturdy", store.clone(), options());
     timeout(10 * SECOND, leadership.wait_for_leadership())
@@ -270,7 +270,7 @@ async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
 /// lost grant may hold is given back, not left held by nobody for a lease.
 #[tokio::test(start_paused = true)]
 async fn a_lost_grant_is_given_back_when_the_leadership_stops_before_its_retry() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.lose_acquire_replies(1);
     let leadership = start("stopped-early", store.clone(), options());
     eventually(SECOND, "the first attempt", || async { store.acquires() == 1 }).await;
@@ -287,7 +287,7 @@ async fn a_lost_grant_is_given_back_when_the_leadership_stops_before_its_retry()
 /// would).
 #[tokio::test(start_paused = true)]
 async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.lose_acquire_replies(1);
     let started = Instant::now();
     let leadership = start("lost-reply", store.clone(), options());
@@ -328,7 +328,7 @@ async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
 
 #[tokio::test]
 async fn describe_reports_the_composition_even_with_the_store_cut_off() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.cut_off(true);
     let options =
         options().keys(leader::KeyOptions::new().namespace("billing:")).holder_id("node-1");
@@ -346,7 +346,7 @@ async fn describe_reports_the_composition_even_with_the_store_cut_off() {
 
 #[tokio::test]
 async fn invalid_options_fail_before_anything_starts() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let err = Leadership::start(
         "x",
         store.clone(),
@@ -383,7 +383,7 @@ async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     // A lease of seconds, renewed every second: healthy through a busy machine's stalls.
     let options = options()
         .lease_time(3 * SECOND)

@@ -8,7 +8,7 @@ use leader::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeadershipOptions,
     LeadershipRegistry, MemoryStore,
 };
-use support::FaultyStore;
+use support::{Faulty, FaultyStore};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -54,7 +54,7 @@ fn a_repeated_role_is_refused() {
 
 #[tokio::test]
 async fn every_role_is_checked_before_any_starts() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let mut registry = LeadershipRegistry::new(store.clone());
     registry.add_role("fine").unwrap();
     registry

@@ -1,6 +1,6 @@
 //! The store conformance suite against `MemoryStore`, under paused tokio time.
 
-mod conformance;
+use leader_testkit::conformance_suite;
 
 use leader::MemoryStore;
 

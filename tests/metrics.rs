@@ -16,7 +16,7 @@ use leader::{
 };
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_util::registry::{AtomicStorage, Registry};
-use support::FaultyStore;
+use support::{Faulty, FaultyStore};
 use tokio::time::sleep;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -73,7 +73,7 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     metrics::set_global_recorder(metrics.clone()).expect("the only recorder in this binary");
 
     // Per-call elections on a group of 2: two elected, one skipped behind two crashed holders.
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let group = LeaderGroupElector::new(store.clone(), LeaderGroupElectionOptions::new(2)).unwrap();
     let key = &[("group", "leader:pool")];
     assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_elected());
@@ -87,7 +87,7 @@ async fn a_scripted_sequence_of_elections_is_counted() {
             "x",
             60 * SECOND,
         );
-        store.inner.acquire(request).await.unwrap();
+        store.inner().acquire(request).await.unwrap();
     }
     assert!(group.run_if_leader("pool", |_| async {}).await.unwrap().is_skipped());
     store.cut_off(true);

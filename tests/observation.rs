@@ -200,50 +200,27 @@ async fn dropping_the_last_observer_withdraws_its_announcement() {
     support::eventually(5 * SECOND, "the locks are let go", || async { locks() == "0" }).await;
 }
 
-/// A store without change events (`watch_changes` left to its default): observers read its
-/// state once a second instead, and still see every change that lasts.
+/// A store without change events (`watch_changes` unsupported, as the trait's default):
+/// observers read its state once a second instead, and still see every change that lasts.
 #[derive(Debug, Clone, Default)]
-struct WithoutChangeEvents(leader::MemoryStore);
+struct NoChangeEvents;
 
 #[async_trait::async_trait]
-impl LeaseStore for WithoutChangeEvents {
-    fn kind(&self) -> &'static str {
+impl leader::store::StoreLayer for NoChangeEvents {
+    fn kind(&self, _: &dyn LeaseStore) -> &'static str {
         "no-change-events"
     }
 
-    async fn acquire(
+    async fn watch_changes(
         &self,
-        request: leader::store::AcquireRequest<'_>,
-    ) -> Result<leader::store::AcquireOutcome, leader::Error> {
-        self.0.acquire(request).await
-    }
-
-    async fn renew(
-        &self,
-        key: &str,
-        token: LeaseToken,
-        lease_time: Duration,
-    ) -> Result<leader::store::RenewOutcome, leader::Error> {
-        self.0.renew(key, token, lease_time).await
-    }
-
-    async fn release(
-        &self,
-        key: &str,
-        token: LeaseToken,
-        min_lease_time: Duration,
-    ) -> Result<leader::store::ReleaseOutcome, leader::Error> {
-        self.0.release(key, token, min_lease_time).await
-    }
-
-    async fn state(&self, key: &str) -> Result<leader::store::GroupSnapshot, leader::Error> {
-        self.0.state(key).await
-    }
-
-    async fn watch_releases(&self, key: &str) -> Result<leader::store::GroupWatch, leader::Error> {
-        self.0.watch_releases(key).await
+        _: &dyn LeaseStore,
+        _: &str,
+    ) -> Result<leader::store::GroupWatch, leader::Error> {
+        Err(leader::Error::Unsupported { store: "no-change-events", operation: "watch changes" })
     }
 }
+
+type WithoutChangeEvents = leader::store::Layered<NoChangeEvents, leader::MemoryStore>;
 
 #[tokio::test(start_paused = true)]
 async fn a_store_without_change_events_is_read_once_a_second() {

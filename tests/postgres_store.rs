@@ -3,7 +3,7 @@
 //! the schema's checks, and failures as clear errors.
 #![cfg(feature = "postgres")]
 
-mod conformance;
+use leader_testkit::conformance;
 mod support;
 
 use std::time::Duration;

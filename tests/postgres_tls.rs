@@ -2,7 +2,7 @@
 //! that serves a certificate signed by the test's own certificate authority.
 #![cfg(feature = "postgres-tls")]
 
-mod conformance;
+use leader_testkit::conformance;
 mod support;
 
 use leader::PostgresStore;

@@ -1,6 +1,6 @@
 //! `RedisStore` on a three-primary Redis Cluster that the test creates.
 
-mod conformance;
+use leader_testkit::conformance;
 mod support;
 
 use std::collections::HashSet;

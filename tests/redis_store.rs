@@ -2,7 +2,7 @@
 //! conformance suite, the calls it sends, its errors and its deadlines. What it writes is in
 //! `redis_keys.rs`, what it publishes in `redis_events.rs`, server faults in `redis_faults.rs`.
 
-mod conformance;
+use leader_testkit::conformance_suite;
 mod support;
 
 use std::collections::HashMap;

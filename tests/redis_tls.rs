@@ -2,7 +2,7 @@
 //! the test's own certificate authority.
 #![cfg(feature = "redis-tls")]
 
-mod conformance;
+use leader_testkit::conformance;
 mod support;
 
 use std::time::Duration;

@@ -12,7 +12,7 @@ use leader::{
     LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeadershipOptions, LeaseStore,
     LossReason, MemoryStore,
 };
-use support::{FaultyStore, start};
+use support::{Faulty, FaultyStore, start};
 use tokio::time::{Instant, sleep, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -74,7 +74,7 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
 /// a lease for a slot held by nobody.
 #[tokio::test(start_paused = true)]
 async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options = LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND);
     let leadership = start("expiring", store.clone(), options);
     let first = leadership.wait_for_leadership().await.expect("no refusal");
@@ -98,7 +98,7 @@ async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
 /// Item 2 with several slots: without the release, one process held two of the N slots.
 #[tokio::test(start_paused = true)]
 async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let options =
         LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND).max_leaders(2);
     let leadership = start("pool", store.clone(), options);
@@ -115,7 +115,7 @@ async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
 /// lease remain, or at once if less is left), not from when the grant's reply arrived.
 #[tokio::test(start_paused = true)]
 async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     // Granted at 0 s, reply at 9 s: 3 s of the 12 s lease are left on arrival.
     store.delay_acquire_reply(9 * SECOND);
     let began = Instant::now();
@@ -134,7 +134,7 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
 /// Item 3, steady state: renewals follow the deadline, at `renew_interval` after each send.
 #[tokio::test(start_paused = true)]
 async fn renewals_keep_the_cadence_from_each_send() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     let began = Instant::now();
     let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
     let leadership = start("cadence", store.clone(), options);
@@ -151,7 +151,7 @@ async fn renewals_keep_the_cadence_from_each_send() {
 /// the slot is released and the call goes on as a lost attempt.
 #[tokio::test(start_paused = true)]
 async fn run_if_leader_never_runs_the_body_under_an_expired_grant() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.delay_acquire_reply(11 * SECOND);
     let elector =
         LeaderElector::new(store.clone(), LeaderElectionOptions::new().lease_time(10 * SECOND))
@@ -179,7 +179,7 @@ async fn run_if_leader_never_runs_the_body_under_an_expired_grant() {
 /// Item 5, long-lived: a term whose grant arrived after its deadline is never published.
 #[tokio::test(start_paused = true)]
 async fn wait_for_leadership_never_returns_an_expired_term() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.delay_acquire_reply(16 * SECOND); // lease 15 s
     let leadership = start("late", store.clone(), LeadershipOptions::new());
     let mut changes = leadership.subscribe();
@@ -250,7 +250,7 @@ async fn debug_formatting_a_lease_decides_no_loss() {
 /// shutting down can wait for that release.
 #[tokio::test(start_paused = true)]
 async fn a_shutting_down_program_can_wait_for_background_releases() {
-    let store = FaultyStore::new();
+    let store = FaultyStore::default();
     store.delay_release_reply(2 * SECOND);
     let elector = LeaderElector::new(store.clone(), LeaderElectionOptions::new()).unwrap();
     let running = elector.run_if_leader("dropped", |_| std::future::pending::<()>());

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, Layered, ReleaseOutcome,
+    RenewOutcome, Revocation, SlotRef, StoreLayer,
 };
 use leader::{Error, LeaseStore, LeaseToken, MemoryStore};
 use std::num::NonZeroU32;
@@ -63,7 +64,7 @@ pub struct Counts {
 }
 
 #[derive(Debug, Default)]
-struct Faults {
+struct Injected {
     failing_renewals: AtomicUsize,
     lost_acquire_replies: AtomicUsize,
     panicking_acquires: AtomicUsize,
@@ -76,97 +77,123 @@ struct Faults {
     renewal_started: tokio::sync::Notify,
 }
 
-/// A `MemoryStore` that counts calls and fails on request. Several `FaultyStore`s can wrap
-/// one `MemoryStore` (`FaultyStore::over`), each a separate instance's view of it.
+/// The layer of a [`FaultyStore`]: counts calls and injects the faults asked for.
 #[derive(Debug, Clone, Default)]
-pub struct FaultyStore {
-    pub inner: MemoryStore,
+pub struct Faults {
     pub counts: Arc<Counts>,
-    faults: Arc<Faults>,
+    injected: Arc<Injected>,
 }
 
-impl FaultyStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// A `MemoryStore` that counts calls and fails on request ([`Faulty`]). Several
+/// `FaultyStore`s can wrap one `MemoryStore` (`FaultyStore::over`), each a separate
+/// instance's view of it.
+pub type FaultyStore = Layered<Faults, MemoryStore>;
 
+/// What a test asks of a [`FaultyStore`].
+pub trait Faulty {
     /// An instance's own faulty view of a shared store.
-    pub fn over(inner: MemoryStore) -> Self {
-        FaultyStore { inner, ..Self::default() }
-    }
-
+    fn over(inner: MemoryStore) -> Self;
     /// The next `n` renewals fail with a transient error without reaching the store.
-    pub fn fail_renewals(&self, n: usize) {
-        self.faults.failing_renewals.store(n, SeqCst);
-    }
-
+    fn fail_renewals(&self, n: usize);
     /// The next `n` acquires reach the store, which acts, but the reply is lost.
-    pub fn lose_acquire_replies(&self, n: usize) {
-        self.faults.lost_acquire_replies.store(n, SeqCst);
-    }
-
+    fn lose_acquire_replies(&self, n: usize);
     /// While set, every operation fails with a transient error without reaching the store,
     /// as if the network to it were cut.
-    pub fn cut_off(&self, cut: bool) {
-        self.faults.unreachable.store(cut, SeqCst);
-    }
-
+    fn cut_off(&self, cut: bool);
     /// The next `n` acquires panic, as a buggy store might.
-    pub fn panic_on_acquires(&self, n: usize) {
-        self.faults.panicking_acquires.store(n, SeqCst);
-    }
-
+    fn panic_on_acquires(&self, n: usize);
     /// The next renewal blocks its thread for `duration` (a wedged runtime), then goes on.
-    pub fn block_next_renewal(&self, duration: Duration) {
-        self.faults.blocking_renewal_ms.store(duration.as_millis() as usize, SeqCst);
-    }
-
+    fn block_next_renewal(&self, duration: Duration);
     /// The next acquire reaches the store, which acts at once, but its reply arrives `late`
     /// later (a slow network on the way back). Calls queue: each takes the next delay.
-    pub fn delay_acquire_reply(&self, late: Duration) {
-        self.faults.late_acquire_replies.lock().unwrap().push(late);
-    }
-
+    fn delay_acquire_reply(&self, late: Duration);
     /// The next renewal reaches the store, which acts at once, but its reply arrives `late`
     /// later.
-    pub fn delay_renewal_reply(&self, late: Duration) {
-        self.faults.late_renewal_replies.lock().unwrap().push(late);
-    }
-
+    fn delay_renewal_reply(&self, late: Duration);
     /// The next release reaches the store, which acts at once, but its reply arrives `late`
     /// later.
-    pub fn delay_release_reply(&self, late: Duration) {
-        self.faults.late_release_replies.lock().unwrap().push(late);
-    }
-
+    fn delay_release_reply(&self, late: Duration);
     /// Resolves once a renewal has reached the store (its reply may still be on the way).
-    pub async fn renewal_started(&self) {
-        self.faults.renewal_started.notified().await
-    }
-
+    fn renewal_started(&self) -> impl Future<Output = ()> + Send;
     /// When each renewal was attempted.
-    pub fn renewal_times(&self) -> Vec<tokio::time::Instant> {
-        self.faults.renewed_at.lock().unwrap().clone()
+    fn renewal_times(&self) -> Vec<tokio::time::Instant>;
+    /// Acquires asked so far.
+    fn acquires(&self) -> usize;
+    /// Renewals asked so far.
+    fn renewals(&self) -> usize;
+    /// Releases asked so far.
+    fn releases(&self) -> usize;
+    /// Release watches asked so far.
+    fn watches(&self) -> usize;
+}
+
+impl Faulty for FaultyStore {
+    fn over(inner: MemoryStore) -> Self {
+        Layered::new(Faults::default(), inner)
     }
 
+    fn fail_renewals(&self, n: usize) {
+        self.layer().injected.failing_renewals.store(n, SeqCst);
+    }
+
+    fn lose_acquire_replies(&self, n: usize) {
+        self.layer().injected.lost_acquire_replies.store(n, SeqCst);
+    }
+
+    fn cut_off(&self, cut: bool) {
+        self.layer().injected.unreachable.store(cut, SeqCst);
+    }
+
+    fn panic_on_acquires(&self, n: usize) {
+        self.layer().injected.panicking_acquires.store(n, SeqCst);
+    }
+
+    fn block_next_renewal(&self, duration: Duration) {
+        let ms = duration.as_millis() as usize;
+        self.layer().injected.blocking_renewal_ms.store(ms, SeqCst);
+    }
+
+    fn delay_acquire_reply(&self, late: Duration) {
+        self.layer().injected.late_acquire_replies.lock().unwrap().push(late);
+    }
+
+    fn delay_renewal_reply(&self, late: Duration) {
+        self.layer().injected.late_renewal_replies.lock().unwrap().push(late);
+    }
+
+    fn delay_release_reply(&self, late: Duration) {
+        self.layer().injected.late_release_replies.lock().unwrap().push(late);
+    }
+
+    fn renewal_started(&self) -> impl Future<Output = ()> + Send {
+        let injected = self.layer().injected.clone();
+        async move { injected.renewal_started.notified().await }
+    }
+
+    fn renewal_times(&self) -> Vec<tokio::time::Instant> {
+        self.layer().injected.renewed_at.lock().unwrap().clone()
+    }
+
+    fn acquires(&self) -> usize {
+        self.layer().counts.acquire.load(SeqCst)
+    }
+
+    fn renewals(&self) -> usize {
+        self.layer().counts.renew.load(SeqCst)
+    }
+
+    fn releases(&self) -> usize {
+        self.layer().counts.release.load(SeqCst)
+    }
+
+    fn watches(&self) -> usize {
+        self.layer().counts.watch.load(SeqCst)
+    }
+}
+
+impl Faults {
     fn reachable(&self, operation: &'static str) -> Result<(), Error> {
-        if self.faults.unreachable.load(SeqCst) { Err(unavailable(operation)) } else { Ok(()) }
-    }
-
-    pub fn acquires(&self) -> usize {
-        self.counts.acquire.load(SeqCst)
-    }
-
-    pub fn renewals(&self) -> usize {
-        self.counts.renew.load(SeqCst)
-    }
-
-    pub fn releases(&self) -> usize {
-        self.counts.release.load(SeqCst)
-    }
-
-    pub fn watches(&self) -> usize {
-        self.counts.watch.load(SeqCst)
+        if self.injected.unreachable.load(SeqCst) { Err(unavailable(operation)) } else { Ok(()) }
     }
 }
 
@@ -196,75 +223,102 @@ fn unavailable(operation: &'static str) -> Error {
 }
 
 #[async_trait]
-impl LeaseStore for FaultyStore {
-    fn kind(&self) -> &'static str {
+impl StoreLayer for Faults {
+    fn kind(&self, _: &dyn LeaseStore) -> &'static str {
         "faulty"
     }
 
-    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome, Error> {
         self.counts.acquire.fetch_add(1, SeqCst);
         self.reachable("acquire")?;
-        if take_one(&self.faults.panicking_acquires) {
+        if take_one(&self.injected.panicking_acquires) {
             panic!("injected panic in acquire");
         }
-        let outcome = self.inner.acquire(request).await?;
-        if take_one(&self.faults.lost_acquire_replies) {
+        let outcome = inner.acquire(request).await?;
+        if take_one(&self.injected.lost_acquire_replies) {
             return Err(unavailable("acquire"));
         }
-        reply_late(&self.faults.late_acquire_replies).await;
+        reply_late(&self.injected.late_acquire_replies).await;
         Ok(outcome)
     }
 
     async fn renew(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         lease: Duration,
     ) -> Result<RenewOutcome, Error> {
         self.counts.renew.fetch_add(1, SeqCst);
-        self.faults.renewed_at.lock().unwrap().push(tokio::time::Instant::now());
+        self.injected.renewed_at.lock().unwrap().push(tokio::time::Instant::now());
         self.reachable("renew")?;
-        let block_ms = self.faults.blocking_renewal_ms.swap(0, SeqCst);
+        let block_ms = self.injected.blocking_renewal_ms.swap(0, SeqCst);
         if block_ms > 0 {
             std::thread::sleep(Duration::from_millis(block_ms as u64));
         }
-        if take_one(&self.faults.failing_renewals) {
+        if take_one(&self.injected.failing_renewals) {
             return Err(unavailable("renew"));
         }
-        let outcome = self.inner.renew(key, token, lease).await;
-        self.faults.renewal_started.notify_one();
-        reply_late(&self.faults.late_renewal_replies).await;
+        let outcome = inner.renew(key, token, lease).await;
+        self.injected.renewal_started.notify_one();
+        reply_late(&self.injected.late_renewal_replies).await;
         outcome
     }
 
     async fn release(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         min: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         self.counts.release.fetch_add(1, SeqCst);
         self.reachable("release")?;
-        let outcome = self.inner.release(key, token, min).await;
-        reply_late(&self.faults.late_release_replies).await;
+        let outcome = inner.release(key, token, min).await;
+        reply_late(&self.injected.late_release_replies).await;
         outcome
     }
 
-    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+    async fn revoke(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.reachable("revoke")?;
+        inner.revoke(key, slot, how).await
+    }
+
+    async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         self.counts.state.fetch_add(1, SeqCst);
         self.reachable("state")?;
-        self.inner.state(key).await
+        inner.state(key).await
     }
 
-    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
+    async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
         self.counts.watch.fetch_add(1, SeqCst);
         self.reachable("watch")?;
-        self.inner.watch_releases(key).await
+        inner.watch_releases(key).await
     }
 
-    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+    async fn watch_changes(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
         self.reachable("watch")?;
-        self.inner.watch_changes(key).await
+        inner.watch_changes(key).await
+    }
+
+    async fn list_groups(
+        &self,
+        inner: &dyn LeaseStore,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<Vec<String>, Error> {
+        self.reachable("list groups")?;
+        inner.list_groups(prefix, suffix).await
     }
 }
 

@@ -12,6 +12,7 @@ mod connect;
 mod disabled;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod layer;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod listener;
 mod memory;
@@ -51,6 +52,7 @@ pub use etcd::{EtcdStore, EtcdStoreBuilder};
 /// The etcd-client version the etcd store is built on.
 #[cfg(feature = "etcd")]
 pub use etcd_client;
+pub use layer::{Layered, StoreLayer};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};

@@ -9,8 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
-    ScriptCall,
+    AcquireOutcome, AcquireRequest, Layered, RenewOutcome, ScriptCall, StoreLayer,
 };
 use leader::{
     Error, LeaderElectionOptions, LeaderElector, Leadership, LeadershipOptions, LeaseStore,
@@ -245,48 +244,32 @@ pub async fn idle_cost(server: &Server, waiters: usize, window: Duration) -> u64
 }
 
 /// Counts the store calls of many leaderships.
-#[derive(Debug, Clone)]
-struct Counting<S> {
-    inner: S,
+#[derive(Debug, Clone, Default)]
+struct Counts {
     acquires: Arc<AtomicU64>,
     renewals: Arc<AtomicU64>,
 }
 
 #[async_trait]
-impl<S: LeaseStore> LeaseStore for Counting<S> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+impl StoreLayer for Counts {
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome, Error> {
         self.acquires.fetch_add(1, Ordering::Relaxed);
-        self.inner.acquire(request).await
+        inner.acquire(request).await
     }
+
     async fn renew(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         lease: Duration,
     ) -> Result<RenewOutcome, Error> {
         self.renewals.fetch_add(1, Ordering::Relaxed);
-        self.inner.renew(key, token, lease).await
-    }
-    async fn release(
-        &self,
-        key: &str,
-        token: LeaseToken,
-        min: Duration,
-    ) -> Result<ReleaseOutcome, Error> {
-        self.inner.release(key, token, min).await
-    }
-    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        self.inner.state(key).await
-    }
-    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_releases(key).await
-    }
-
-    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_changes(key).await
+        inner.renew(key, token, lease).await
     }
 }
 
@@ -300,7 +283,8 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     window: Duration,
 ) -> HashMap<&'static str, f64> {
     let lease = Duration::from_secs(3);
-    let counting = Counting { inner: store, acquires: Arc::default(), renewals: Arc::default() };
+    let counting = Layered::new(Counts::default(), store);
+    let counts = counting.layer().clone();
     let options = LeadershipOptions::new().lease_time(lease).renew_interval(Duration::from_secs(1));
     let before = stats::resident_bytes();
     let heap_before = crate::heap::live_bytes();
@@ -318,10 +302,10 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     let after = stats::resident_bytes();
     let heap_after = crate::heap::live_bytes();
     let (acquires, renewals) =
-        (counting.acquires.load(Ordering::Relaxed), counting.renewals.load(Ordering::Relaxed));
+        (counts.acquires.load(Ordering::Relaxed), counts.renewals.load(Ordering::Relaxed));
     sleep(window).await;
-    let acquires = counting.acquires.load(Ordering::Relaxed) - acquires;
-    let renewals = counting.renewals.load(Ordering::Relaxed) - renewals;
+    let acquires = counts.acquires.load(Ordering::Relaxed) - acquires;
+    let renewals = counts.renewals.load(Ordering::Relaxed) - renewals;
     let leases = window.as_secs_f64() / lease.as_secs_f64();
     let holders = leaderships.iter().filter(|l| l.is_leader()).count();
     let standbys = candidates - holders;

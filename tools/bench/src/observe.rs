@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
-};
+use leader::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, Layered, StoreLayer};
 use leader::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaseStore, LeaseToken,
 };
@@ -30,11 +28,9 @@ pub const OBSERVERS: usize = 1_000;
 /// seen by the first observer: `change <unix ns> <fences, comma-separated, or ->
 /// <state reads so far>`. Every other observer consumes its changes too.
 pub async fn observer_process(url: &str, key: &str, count: usize) {
-    let store = CountingReads {
-        inner: leader::store::connect(url).await.expect("the observer's store"),
-        reads: Arc::default(),
-    };
-    let reads = store.reads.clone();
+    let inner = leader::store::connect(url).await.expect("the observer's store");
+    let store = Layered::new(CountReads::default(), inner);
+    let reads = store.layer().0.clone();
     let options = LeaderGroupElectionOptions::new(1).keys(KeyOptions::new().exact_key(key));
     let elector = LeaderGroupElector::from_shared_store(Arc::new(store), options).unwrap();
     let mut observers = Vec::with_capacity(count);
@@ -242,51 +238,14 @@ pub async fn run(
     Value::Object(figures)
 }
 
-/// A store that counts the state reads made through it.
-#[derive(Debug)]
-struct CountingReads {
-    inner: leader::store::SharedStore,
-    reads: Arc<AtomicU64>,
-}
+/// Counts the state reads made through it.
+#[derive(Debug, Clone, Default)]
+struct CountReads(Arc<AtomicU64>);
 
 #[async_trait]
-impl LeaseStore for CountingReads {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        self.inner.acquire(request).await
-    }
-
-    async fn renew(
-        &self,
-        key: &str,
-        token: LeaseToken,
-        lease_time: Duration,
-    ) -> Result<RenewOutcome, Error> {
-        self.inner.renew(key, token, lease_time).await
-    }
-
-    async fn release(
-        &self,
-        key: &str,
-        token: LeaseToken,
-        min_lease_time: Duration,
-    ) -> Result<ReleaseOutcome, Error> {
-        self.inner.release(key, token, min_lease_time).await
-    }
-
-    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.state(key).await
-    }
-
-    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_releases(key).await
-    }
-
-    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_changes(key).await
+impl StoreLayer for CountReads {
+    async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        inner.state(key).await
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 
 use crate::events::{Event, micros, now_micros};
-use crate::stalling::{StallPoints, StallingStore};
+use crate::stalling::{StallPoints, stalling};
 use crate::store_spec::StoreSpec;
 
 /// How often a leader checks and writes.
@@ -92,7 +92,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
     let command_timeout = args.command_timeout_ms.map_or(lease / 4, Duration::from_millis);
     let store = args.store.connect(command_timeout, args.replica_ack).map_err(|e| e.to_string())?;
     let stall_points = Arc::new(StallPoints::default());
-    let store = StallingStore::new(store, stall_points.clone());
+    let store = stalling(store, stall_points.clone());
     if args.mode != CandidateMode::Leadership {
         let mode = args.mode;
         return crate::per_call::run(args, mode, store, stall_points).await;

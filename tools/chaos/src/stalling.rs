@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, AcquireRequest, Layered, ReleaseOutcome, RenewOutcome, StoreLayer,
 };
 use leader::{Error, LeaseStore, LeaseToken};
 
@@ -34,22 +34,24 @@ impl StallPoints {
     }
 }
 
-/// The candidate's store: the real one, with the stall points, reporting each release of
-/// a grant it saw ([`Event::Releasing`](crate::events::Event::Releasing)).
+/// The layer of a candidate's store: the stall points, and a report of each release of a
+/// grant it saw ([`Event::Releasing`](crate::events::Event::Releasing)).
 #[derive(Debug)]
-pub struct StallingStore<S> {
-    inner: S,
+pub struct Stalls {
     points: Arc<StallPoints>,
     /// The fence of each token granted and not yet released.
     fences: Mutex<HashMap<LeaseToken, u64>>,
 }
 
-impl<S> StallingStore<S> {
-    /// Wraps `inner`.
-    pub fn new(inner: S, points: Arc<StallPoints>) -> Self {
-        StallingStore { inner, points, fences: Mutex::new(HashMap::new()) }
-    }
+/// The candidate's store: the real one, through [`Stalls`].
+pub type StallingStore<S> = Layered<Stalls, S>;
 
+/// `inner`, stopping at the armed `points`.
+pub fn stalling<S>(inner: S, points: Arc<StallPoints>) -> StallingStore<S> {
+    Layered::new(Stalls { points, fences: Mutex::new(HashMap::new()) }, inner)
+}
+
+impl Stalls {
     fn fences(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, u64>> {
         self.fences.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -64,13 +66,13 @@ async fn stall(event: &crate::events::Event) {
 }
 
 #[async_trait]
-impl<S: LeaseStore> LeaseStore for StallingStore<S> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        let outcome = self.inner.acquire(request).await;
+impl StoreLayer for Stalls {
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome, Error> {
+        let outcome = inner.acquire(request).await;
         if let Ok(AcquireOutcome::Granted(grant)) = &outcome {
             self.fences().insert(request.token, grant.fence);
         }
@@ -90,11 +92,12 @@ impl<S: LeaseStore> LeaseStore for StallingStore<S> {
 
     async fn renew(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let outcome = self.inner.renew(key, token, lease_time).await;
+        let outcome = inner.renew(key, token, lease_time).await;
         if matches!(outcome, Ok(RenewOutcome::Renewed { .. }))
             && StallPoints::take(&self.points.renewal)
         {
@@ -106,6 +109,7 @@ impl<S: LeaseStore> LeaseStore for StallingStore<S> {
 
     async fn release(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         min_lease_time: Duration,
@@ -115,18 +119,6 @@ impl<S: LeaseStore> LeaseStore for StallingStore<S> {
             let at = crate::events::now_micros();
             crate::candidate::report(&crate::events::Event::Releasing { at, fence });
         }
-        self.inner.release(key, token, min_lease_time).await
-    }
-
-    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        self.inner.state(key).await
-    }
-
-    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_releases(key).await
-    }
-
-    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_changes(key).await
+        inner.release(key, token, min_lease_time).await
     }
 }

@@ -1,5 +1,6 @@
 //! Test support for `leader`, shared by the workspace's integration tests and its chaos
-//! harness: real `redis-server` processes that tests start themselves (standalone, a
+//! harness: the store conformance suite ([`conformance`]: the rules every `LeaseStore`
+//! keeps, for a store of one's own too), real `redis-server` processes that tests start themselves (standalone, a
 //! Sentinel set-up, a Cluster), PostgreSQL servers and etcd members, which can be killed,
 //! restarted and paused, and TCP proxies that inject network faults between a client and a
 //! server, or between etcd's peers.
@@ -10,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod certificates;
+pub mod conformance;
 pub mod etcd;
 pub mod postgres_server;
 pub mod proxy;

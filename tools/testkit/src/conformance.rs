@@ -1,6 +1,18 @@
 //! The store conformance suite: the rules of `LeaseStore`, written once, run against every
-//! store. `conformance_suite!(#[test attribute] make)` expands to one test per rule; `make`
-//! is a future giving the store and whatever must live as long as it (a server, say).
+//! store, this workspace's and a third party's alike. `conformance_suite!(#[test attribute]
+//! make)` expands to one test per rule; `make` is a future giving the store and whatever
+//! must live as long as it (a server, say):
+//!
+//! ```ignore
+//! use leader_testkit::conformance_suite;
+//!
+//! conformance_suite!(
+//!     #[tokio::test(start_paused = true)]
+//!     async { (my_store::MyStore::new(), ()) }
+//! );
+//! ```
+//!
+//! or [`run_all`] runs every rule one after another on one store.
 //!
 //! A slot that must stay live while a rule looks at it is granted for a minute; a slot whose
 //! expiry a rule waits for lives the suite's lease (a second), so a real server on a busy
@@ -16,11 +28,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use async_trait::async_trait;
-use leader::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, ReleaseOutcome, RenewOutcome,
-    Revocation, SlotRef,
+use leader_core::store::{
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, Layered, ReleaseOutcome, RenewOutcome,
+    Revocation, SlotRef, StoreLayer,
 };
-use leader::{
+use leader_core::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
     LeaseStore, LeaseToken,
 };
@@ -31,7 +43,6 @@ static TIMING: OnceLock<(Duration, Duration)> = OnceLock::new();
 
 /// Runs the suite with `lease` and `tick` instead of one second and none; every test of one
 /// binary must ask the same.
-#[allow(dead_code)] // each test file uses part of it
 pub fn set_timing(lease: Duration, tick: Duration) {
     let set = *TIMING.get_or_init(|| (lease, tick));
     assert_eq!(set, (lease, tick), "one timing per test binary");
@@ -62,8 +73,8 @@ fn past_expiry(of: Duration) -> Duration {
 /// both ways of running the suite use.
 #[macro_export]
 macro_rules! with_every_rule {
-    ($callback:ident!($($args:tt)*)) => {
-        $callback! { $($args)*;
+    ($($callback:ident)::+ ! ($($args:tt)*)) => {
+        $($callback)::+! { $($args)*;
             grants_up_to_max_leaders_then_reports_full,
             acquire_is_idempotent_for_the_same_token,
             fences_strictly_increase,
@@ -91,7 +102,6 @@ macro_rules! with_every_rule {
 
 /// Every rule, one after another, each on its own key `{prefix}-{rule}`: for stores that are
 /// costly to set up once per test (a Cluster).
-#[allow(dead_code)] // each test file uses either this or the macro
 pub async fn run_all<S: LeaseStore + Clone + 'static>(store: &S, prefix: &str) {
     macro_rules! each {
         ($store:expr, $prefix:expr; $($name:ident,)*) => {
@@ -102,7 +112,6 @@ pub async fn run_all<S: LeaseStore + Clone + 'static>(store: &S, prefix: &str) {
 }
 
 /// How many rules the suite has.
-#[allow(dead_code)] // each test file uses part of it
 pub fn rule_count() -> usize {
     macro_rules! count {
         (; $($name:ident,)*) => {
@@ -117,20 +126,20 @@ pub fn rule_count() -> usize {
 #[macro_export]
 macro_rules! conformance_suite {
     (#[$attr:meta] $make:expr) => {
-        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make, None));
+        $crate::with_every_rule!($crate::conformance_suite!(@tests #[$attr] $make, None));
     };
     (#[$attr:meta] $make:expr, lease = $lease:expr, tick = $tick:expr) => {
-        $crate::with_every_rule!(conformance_suite!(@tests #[$attr] $make, Some(($lease, $tick))));
+        $crate::with_every_rule!($crate::conformance_suite!(@tests #[$attr] $make, Some(($lease, $tick))));
     };
     (@tests #[$attr:meta] $make:expr, $timing:expr; $($name:ident,)*) => {
         $(
             #[$attr]
             async fn $name() {
                 if let Some((lease, tick)) = $timing {
-                    conformance::set_timing(lease, tick);
+                    $crate::conformance::set_timing(lease, tick);
                 }
                 let (store, _keep_alive) = $make.await;
-                conformance::$name(&store, stringify!($name)).await;
+                $crate::conformance::$name(&store, stringify!($name)).await;
             }
         )*
     };
@@ -172,6 +181,7 @@ async fn granted(store: &dyn LeaseStore, request: AcquireRequest<'_>) -> Grant {
     }
 }
 
+/// The rule: Grants up to max leaders then reports full, on `key` of `store`.
 pub async fn grants_up_to_max_leaders_then_reports_full<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -191,6 +201,7 @@ pub async fn grants_up_to_max_leaders_then_reports_full<S: LeaseStore + Clone + 
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 3);
 }
 
+/// The rule: Acquire is idempotent for the same token, on `key` of `store`.
 pub async fn acquire_is_idempotent_for_the_same_token<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -209,6 +220,7 @@ pub async fn acquire_is_idempotent_for_the_same_token<S: LeaseStore + Clone + 's
     assert_eq!(granted(store, live(key, 2, retried)).await.fence, first.fence);
 }
 
+/// The rule: Fences strictly increase, on `key` of `store`.
 pub async fn fences_strictly_increase<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let mut last = 0;
     for round in 0..6 {
@@ -224,6 +236,7 @@ pub async fn fences_strictly_increase<S: LeaseStore + Clone + 'static>(store: &S
     }
 }
 
+/// The rule: Max leaders mismatch names both values, on `key` of `store`.
 pub async fn max_leaders_mismatch_names_both_values<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -243,6 +256,7 @@ pub async fn max_leaders_mismatch_names_both_values<S: LeaseStore + Clone + 'sta
     assert_eq!(store.state(key).await.unwrap().max_leaders, Some(5));
 }
 
+/// The rule: Renew extends only a held slot, on `key` of `store`.
 pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
     // Long enough that the renewal comes well within it on a busy machine.
@@ -261,6 +275,7 @@ pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(sto
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
 }
 
+/// The rule: Release is token checked, on `key` of `store`.
 pub async fn release_is_token_checked<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let held = token();
     granted(store, live(key, 1, held)).await;
@@ -271,6 +286,7 @@ pub async fn release_is_token_checked<S: LeaseStore + Clone + 'static>(store: &S
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::NotHeld);
 }
 
+/// The rule: Release and renew never revive an expired slot, on `key` of `store`.
 pub async fn release_and_renew_never_revive_an_expired_slot<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -329,6 +345,7 @@ pub async fn a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry
     assert_eq!(unknown, ReleaseOutcome::NotHeld);
 }
 
+/// The rule: Min lease time keeps a released slot, on `key` of `store`.
 pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -350,6 +367,7 @@ pub async fn min_lease_time_keeps_a_released_slot<S: LeaseStore + Clone + 'stati
     granted(store, request(key, 1, token())).await;
 }
 
+/// The rule: Expiry frees a slot, on `key` of `store`.
 pub async fn expiry_frees_a_slot<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     // Long enough that the refusal comes well within it.
     let expiring = lease().max(Duration::from_secs(2));
@@ -362,6 +380,7 @@ pub async fn expiry_frees_a_slot<S: LeaseStore + Clone + 'static>(store: &S, key
     granted(store, request(key, 1, token())).await;
 }
 
+/// The rule: Release wakes watchers, on `key` of `store`.
 pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let (first, second) = (token(), token());
     granted(store, live(key, 2, first)).await;
@@ -384,6 +403,7 @@ pub async fn release_wakes_watchers<S: LeaseStore + Clone + 'static>(store: &S, 
     timeout(Duration::from_secs(5), watches[0].woken()).await.expect("woken by a kept release");
 }
 
+/// The rule: Shortening renewal wakes watchers, on `key` of `store`.
 pub async fn shortening_renewal_wakes_watchers<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -405,6 +425,7 @@ async fn refused(store: &dyn LeaseStore, key: &str, max_leaders: u32) {
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "not refused: {outcome:?}");
 }
 
+/// The rule: State reports live slots, on `key` of `store`.
 pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S, key: &str) {
     let empty = store.state(key).await.unwrap();
     assert_eq!((empty.max_leaders, empty.leaders.len()), (None, 0));
@@ -426,6 +447,7 @@ pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S
     );
 }
 
+/// The rule: Grants releases and shortening renewals wake change watches, on `key` of `store`.
 pub async fn grants_releases_and_shortening_renewals_wake_change_watches<
     S: LeaseStore + Clone + 'static,
 >(
@@ -452,7 +474,7 @@ fn elector_on<S: LeaseStore + Clone + 'static>(store: &S, key: &str) -> LeaderGr
 }
 
 /// The observer's next change, within 5 s.
-async fn next_change(observer: &mut leader::GroupObserver) -> LeaderGroupState {
+async fn next_change(observer: &mut leader_core::GroupObserver) -> LeaderGroupState {
     timeout(Duration::from_secs(5), observer.changed()).await.expect("a change").unwrap()
 }
 
@@ -460,6 +482,7 @@ fn holders(state: &LeaderGroupState) -> Vec<(&str, u64)> {
     state.leaders.iter().map(|slot| (slot.holder.as_str(), slot.fence)).collect()
 }
 
+/// The rule: An observer sees grants releases and expiries, on `key` of `store`.
 pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
@@ -491,46 +514,33 @@ pub async fn an_observer_sees_grants_releases_and_expiries<S: LeaseStore + Clone
     assert!(renewed_at.elapsed() >= lease() - Duration::from_millis(5), "seen before it expired");
 }
 
-/// A store that counts the state reads and releases made through it, and can hold each
-/// renewal's reply back (the renewal reached the store; its answer is late).
-#[derive(Debug, Clone)]
-struct Counting<S> {
-    inner: S,
+/// A layer that counts the state reads, renewals and releases made through it, and can hold
+/// each renewal's reply back (the renewal reached the store; its answer is late).
+#[derive(Debug, Clone, Default)]
+struct Counts {
     reads: Arc<AtomicUsize>,
     releases: Arc<AtomicUsize>,
     renewals: Arc<AtomicUsize>,
     renewal_reply_delay: Duration,
 }
 
-impl<S> Counting<S> {
-    fn new(inner: S) -> Self {
-        Counting {
-            inner,
-            reads: Arc::default(),
-            releases: Arc::default(),
-            renewals: Arc::default(),
-            renewal_reply_delay: Duration::ZERO,
-        }
-    }
+/// `inner`, counted.
+type Counting<S> = Layered<Counts, S>;
+
+fn counting<S>(inner: S) -> Counting<S> {
+    Layered::new(Counts::default(), inner)
 }
 
 #[async_trait]
-impl<S: LeaseStore> LeaseStore for Counting<S> {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        self.inner.acquire(request).await
-    }
-
+impl StoreLayer for Counts {
     async fn renew(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
-        let outcome = self.inner.renew(key, token, lease_time).await;
+        let outcome = inner.renew(key, token, lease_time).await;
         self.renewals.fetch_add(1, SeqCst);
         sleep(self.renewal_reply_delay).await;
         outcome
@@ -538,47 +548,41 @@ impl<S: LeaseStore> LeaseStore for Counting<S> {
 
     async fn release(
         &self,
+        inner: &dyn LeaseStore,
         key: &str,
         token: LeaseToken,
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         self.releases.fetch_add(1, SeqCst);
-        self.inner.release(key, token, min_lease_time).await
+        inner.release(key, token, min_lease_time).await
     }
 
-    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+    async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         self.reads.fetch_add(1, SeqCst);
-        self.inner.state(key).await
-    }
-
-    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_releases(key).await
-    }
-
-    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        self.inner.watch_changes(key).await
+        inner.state(key).await
     }
 }
 
+/// The rule: An observer of an idle group reads nothing, on `key` of `store`.
 pub async fn an_observer_of_an_idle_group_reads_nothing<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
 ) {
-    let counting = Counting::new(store.clone());
+    let counting = counting(store.clone());
     let elector = elector_on(&counting, key);
     let mut observers = Vec::new();
     for _ in 0..100 {
         observers.push(elector.observe("idle").await.unwrap());
     }
-    assert_eq!(counting.reads.load(SeqCst), 1, "100 observers of one store share one read");
+    assert_eq!(counting.layer().reads.load(SeqCst), 1, "100 observers of one store share one read");
     sleep(Duration::from_millis(500)).await;
-    assert_eq!(counting.reads.load(SeqCst), 1, "an idle group is never read again");
+    assert_eq!(counting.layer().reads.load(SeqCst), 1, "an idle group is never read again");
     // One change: one read, whatever the number of observers.
     granted(store, live(key, 2, token())).await;
     for observer in &mut observers {
         assert_eq!(next_change(observer).await.active_count, 1);
     }
-    assert_eq!(counting.reads.load(SeqCst), 2, "one read for the grant");
+    assert_eq!(counting.layer().reads.load(SeqCst), 2, "one read for the grant");
 }
 
 /// An elector of one slot over `store` whose every name is the store key `key`, taking a
@@ -603,6 +607,7 @@ async fn until_leaders(store: &dyn LeaseStore, key: &str, leaders: usize) {
     .unwrap_or_else(|_| panic!("the group never had {leaders} live slot(s)"));
 }
 
+/// The rule: A guard holds its slot until released and renews by hand, on `key` of `store`.
 pub async fn a_guard_holds_its_slot_until_released_and_renews_by_hand<
     S: LeaseStore + Clone + 'static,
 >(
@@ -634,45 +639,51 @@ pub async fn a_guard_holds_its_slot_until_released_and_renews_by_hand<
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "released");
     assert_eq!(lease.live_fence(), None, "a clone of a released lease acts no more");
-    assert_eq!(lease.loss_reason(), Some(leader::LossReason::SteppedDown));
+    assert_eq!(lease.loss_reason(), Some(leader_core::LossReason::SteppedDown));
     let next = elector.acquire("held").await.unwrap().expect("free again");
     assert!(next.fence() > fence);
 }
 
+/// The rule: A guard renews in the background until refused and its drop then does nothing, on `key` of `store`.
 pub async fn a_guard_renews_in_the_background_until_refused_and_its_drop_then_does_nothing<
     S: LeaseStore + Clone + 'static,
 >(
     store: &S,
     key: &str,
 ) {
-    let counting = Counting::new(store.clone());
+    let counting = counting(store.clone());
     let options = LeaderGroupElectionOptions::new(1).lease_time(lease()).auto_extend(true);
     let guard = guard_elector(&counting, key, options).acquire("renewed").await.unwrap().unwrap();
     let fence = guard.fence();
     sleep(lease() * 5 / 2).await;
     assert_eq!(guard.live_fence(), Some(fence), "renewed in the background");
-    assert!(counting.renewals.load(SeqCst) >= 2, "{} renewals", counting.renewals.load(SeqCst));
+    assert!(
+        counting.layer().renewals.load(SeqCst) >= 2,
+        "{} renewals",
+        counting.layer().renewals.load(SeqCst)
+    );
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
     // An operator frees the slot; the next renewal is refused and the loss signalled.
     let freed = store.revoke(key, SlotRef::Fence(fence), Revocation::Now).await.unwrap();
     assert_eq!(freed, ReleaseOutcome::Released);
     timeout(lease() * 2, guard.lost()).await.expect("the loss is signalled");
-    assert_eq!(guard.loss_reason(), Some(leader::LossReason::Refused));
+    assert_eq!(guard.loss_reason(), Some(leader_core::LossReason::Refused));
     assert!(!guard.renew().await.unwrap(), "a lost slot is not renewed");
     // Another holder takes the slot; dropping the lost guard leaves it alone.
     let other = token();
     granted(store, live(key, 1, other)).await;
     drop(guard);
-    leader::wait_for_releases().await;
-    assert_eq!(counting.releases.load(SeqCst), 0, "a lost guard's drop asked the store");
+    leader_core::wait_for_releases().await;
+    assert_eq!(counting.layer().releases.load(SeqCst), 0, "a lost guard's drop asked the store");
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
 }
 
+/// The rule: A guard without renewal is lost at its deadline, on `key` of `store`.
 pub async fn a_guard_without_renewal_is_lost_at_its_deadline<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
 ) {
-    let counting = Counting::new(store.clone());
+    let counting = counting(store.clone());
     let options = LeaderGroupElectionOptions::new(1).lease_time(lease());
     let asked_at = tokio::time::Instant::now();
     let guard = guard_elector(&counting, key, options).acquire("expiring").await.unwrap().unwrap();
@@ -681,18 +692,27 @@ pub async fn a_guard_without_renewal_is_lost_at_its_deadline<S: LeaseStore + Clo
     timeout(lease() * 2, guard.lost()).await.expect("the loss is signalled at the deadline");
     let signalled = asked_at.elapsed();
     assert!(signalled < lease() + lease() / 2, "signalled {signalled:?} after the request");
-    assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
+    assert_eq!(guard.loss_reason(), Some(leader_core::LossReason::Expired));
     assert_eq!(guard.live_fence(), None);
     assert!(!guard.renew().await.unwrap(), "a lease past its deadline is not renewed");
-    assert_eq!(counting.renewals.load(SeqCst), 0, "renewal past the deadline asked the store");
+    assert_eq!(
+        counting.layer().renewals.load(SeqCst),
+        0,
+        "renewal past the deadline asked the store"
+    );
     // Dropped after a loss by the deadline, it still gives back once: a renewal the deadline
     // cut off could have extended the slot at the store.
     drop(guard);
-    leader::wait_for_releases().await;
-    assert_eq!(counting.releases.load(SeqCst), 1, "an expired guard's drop gave nothing back");
+    leader_core::wait_for_releases().await;
+    assert_eq!(
+        counting.layer().releases.load(SeqCst),
+        1,
+        "an expired guard's drop gave nothing back"
+    );
     assert!(store.state(key).await.unwrap().leaders.is_empty());
 }
 
+/// The rule: A dropped guard gives its slot back after its minimum lease, on `key` of `store`.
 pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<
     S: LeaseStore + Clone + 'static,
 >(
@@ -706,8 +726,8 @@ pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<
     let guard = elector.acquire("dropped").await.unwrap().unwrap();
     let lease = guard.lease().clone();
     drop(guard);
-    assert_eq!(lease.loss_reason(), Some(leader::LossReason::SteppedDown), "dropped: ended");
-    leader::wait_for_releases().await;
+    assert_eq!(lease.loss_reason(), Some(leader_core::LossReason::SteppedDown), "dropped: ended");
+    leader_core::wait_for_releases().await;
     // Kept until the minimum lease, then free: far sooner than the minute it was granted.
     if asked_at.elapsed() < min_lease / 2 {
         assert!(elector.acquire("dropped").await.unwrap().is_none(), "free before its minimum");
@@ -720,10 +740,11 @@ pub async fn a_dropped_guard_gives_its_slot_back_after_its_minimum_lease<
     // Without a minimum lease, a drop frees the slot at once.
     let elector = guard_elector(store, key, LeaderGroupElectionOptions::new(1).lease_time(LIVE));
     drop(elector.acquire("dropped").await.unwrap().expect("free after the minimum"));
-    leader::wait_for_releases().await;
+    leader_core::wait_for_releases().await;
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "a dropped guard kept its slot");
 }
 
+/// The rule: A guard dropped during a renewal gives its slot back, on `key` of `store`.
 pub async fn a_guard_dropped_during_a_renewal_gives_its_slot_back<
     S: LeaseStore + Clone + 'static,
 >(
@@ -731,8 +752,8 @@ pub async fn a_guard_dropped_during_a_renewal_gives_its_slot_back<
     key: &str,
 ) {
     // Renewals reach the store and their replies come a second late.
-    let mut counting = Counting::new(store.clone());
-    counting.renewal_reply_delay = Duration::from_secs(1);
+    let counts = Counts { renewal_reply_delay: Duration::from_secs(1), ..Counts::default() };
+    let counting = Layered::new(counts, store.clone());
     let base = lease().max(Duration::from_secs(3));
     let options = LeaderGroupElectionOptions::new(1)
         .lease_time(base)
@@ -740,16 +761,16 @@ pub async fn a_guard_dropped_during_a_renewal_gives_its_slot_back<
         .renew_interval(base / 3);
     let guard = guard_elector(&counting, key, options).acquire("renewing").await.unwrap().unwrap();
     timeout(base, async {
-        while counting.renewals.load(SeqCst) == 0 {
+        while counting.layer().renewals.load(SeqCst) == 0 {
             sleep(Duration::from_millis(5)).await;
         }
     })
     .await
     .expect("a renewal reached the store");
     drop(guard); // its reply still on its way
-    leader::wait_for_releases().await;
+    leader_core::wait_for_releases().await;
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "kept after the drop");
     sleep(Duration::from_secs(1) + Duration::from_millis(200)).await; // past the late reply
     assert!(store.state(key).await.unwrap().leaders.is_empty(), "the late renewal revived it");
-    assert_eq!(counting.releases.load(SeqCst), 1);
+    assert_eq!(counting.layer().releases.load(SeqCst), 1);
 }

@@ -1,0 +1,294 @@
+//! [`StoreLayer`] and [`Layered`]: a store wrapped in code of one's own (counting, injected
+//! faults, a delay, telemetry) without forwarding its calls by hand.
+//!
+//! A wrapper that implements [`LeaseStore`] itself must forward every method, and the trait's
+//! defaults make a forgotten one compile: a wrapped [`DisabledStore`](super::DisabledStore)
+//! would claim to coordinate, a wrapped store's groups could not be listed. A layer writes
+//! only the calls it changes; [`Layered`] forwards every method of the trait, each through
+//! the layer, whose defaults call the store it wraps (tower's `Layer` is the model).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
+    RenewOutcome, Revocation, SlotRef,
+};
+use crate::{Error, LeaseToken};
+
+/// What a layer does around each call of the store it wraps (`inner`). Every method
+/// forwards by default; override the ones to change, and wrap the store with
+/// [`Layered::new`].
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// use leader_core::store::{GroupSnapshot, Layered, StoreLayer};
+/// use leader_core::{Error, LeaseStore, MemoryStore};
+///
+/// /// Counts the state reads made through it.
+/// #[derive(Debug, Default)]
+/// struct CountReads(AtomicUsize);
+///
+/// #[async_trait::async_trait]
+/// impl StoreLayer for CountReads {
+///     async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         inner.state(key).await
+///     }
+/// }
+///
+/// # tokio_test_block_on(async {
+/// let store = Layered::new(CountReads::default(), MemoryStore::new());
+/// store.state("leader:reports").await?;
+/// assert_eq!(store.layer().0.load(Ordering::Relaxed), 1);
+/// assert_eq!(store.kind(), "memory"); // what the layer leaves alone is the store's
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[async_trait]
+pub trait StoreLayer: Debug + Send + Sync {
+    /// [`LeaseStore::kind`]. Default: the wrapped store's.
+    fn kind(&self, inner: &dyn LeaseStore) -> &'static str {
+        inner.kind()
+    }
+
+    /// [`LeaseStore::coordinates`]. Default: the wrapped store's.
+    fn coordinates(&self, inner: &dyn LeaseStore) -> bool {
+        inner.coordinates()
+    }
+
+    /// [`LeaseStore::acquire`]. Default: the wrapped store's.
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome, Error> {
+        inner.acquire(request).await
+    }
+
+    /// [`LeaseStore::renew`]. Default: the wrapped store's.
+    async fn renew(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        inner.renew(key, token, lease_time).await
+    }
+
+    /// [`LeaseStore::release`]. Default: the wrapped store's.
+    async fn release(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        inner.release(key, token, min_lease_time).await
+    }
+
+    /// [`LeaseStore::revoke`]. Default: the wrapped store's.
+    async fn revoke(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        inner.revoke(key, slot, how).await
+    }
+
+    /// [`LeaseStore::state`]. Default: the wrapped store's.
+    async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+        inner.state(key).await
+    }
+
+    /// [`LeaseStore::watch_releases`]. Default: the wrapped store's.
+    async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
+        inner.watch_releases(key).await
+    }
+
+    /// [`LeaseStore::watch_changes`]. Default: the wrapped store's.
+    async fn watch_changes(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
+        inner.watch_changes(key).await
+    }
+
+    /// [`LeaseStore::list_groups`]. Default: the wrapped store's.
+    async fn list_groups(
+        &self,
+        inner: &dyn LeaseStore,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<Vec<String>, Error> {
+        inner.list_groups(prefix, suffix).await
+    }
+}
+
+/// A store whose every call goes through a [`StoreLayer`]: a [`LeaseStore`] that forwards
+/// each method of the trait (those with defaults too) to the layer, and so, by the layer's
+/// defaults, to the wrapped store. Layers stack: `Layered::new(a, Layered::new(b, store))`.
+#[derive(Debug, Clone, Default)]
+pub struct Layered<L, S> {
+    layer: L,
+    inner: S,
+}
+
+impl<L, S> Layered<L, S> {
+    /// `inner`, with every call going through `layer`.
+    pub fn new(layer: L, inner: S) -> Self {
+        Layered { layer, inner }
+    }
+
+    /// The layer.
+    pub fn layer(&self) -> &L {
+        &self.layer
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
+    fn kind(&self) -> &'static str {
+        self.layer.kind(&self.inner)
+    }
+
+    fn coordinates(&self) -> bool {
+        self.layer.coordinates(&self.inner)
+    }
+
+    async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
+        self.layer.acquire(&self.inner, request).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        self.layer.renew(&self.inner, key, token, lease_time).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.layer.release(&self.inner, key, token, min_lease_time).await
+    }
+
+    async fn revoke(
+        &self,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        self.layer.revoke(&self.inner, key, slot, how).await
+    }
+
+    async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
+        self.layer.state(&self.inner, key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.layer.watch_releases(&self.inner, key).await
+    }
+
+    async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
+        self.layer.watch_changes(&self.inner, key).await
+    }
+
+    async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
+        self.layer.list_groups(&self.inner, prefix, suffix).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::store::{DisabledStore, Grant, MemoryStore};
+
+    /// A layer that changes nothing.
+    #[derive(Debug, Default)]
+    struct Nothing;
+    impl StoreLayer for Nothing {}
+
+    /// A layer that counts every call it sees.
+    #[derive(Debug, Default)]
+    struct Calls(AtomicUsize);
+
+    #[async_trait]
+    impl StoreLayer for Calls {
+        async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            inner.state(key).await
+        }
+    }
+
+    fn request(key: &str, token: LeaseToken) -> AcquireRequest<'_> {
+        let one = std::num::NonZeroU32::MIN;
+        AcquireRequest::new(key, one, token, "me", Duration::from_secs(60))
+    }
+
+    #[test]
+    fn what_a_store_says_of_itself_goes_through() {
+        let disabled = Layered::new(Nothing, DisabledStore);
+        assert!(!disabled.coordinates(), "a wrapped DisabledStore still coordinates nothing");
+        assert_eq!(disabled.kind(), "disabled");
+        assert!(Layered::new(Nothing, MemoryStore::new()).coordinates());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_call_reaches_the_wrapped_store() {
+        let memory = MemoryStore::new();
+        let store = Layered::new(Nothing, Layered::new(Nothing, memory.clone()));
+        let (key, token) = ("leader:layered", LeaseToken::generate().unwrap());
+        let mut changes = store.watch_changes(key).await.unwrap();
+        let releases = store.watch_releases(key).await.unwrap();
+        let AcquireOutcome::Granted(Grant { fence, .. }) =
+            store.acquire(request(key, token)).await.unwrap()
+        else {
+            panic!("a free group")
+        };
+        tokio::time::timeout(Duration::from_secs(1), changes.woken())
+            .await
+            .expect("the grant woke the change watch");
+        assert_eq!(memory.state(key).await.unwrap().leaders[0].fence, fence);
+        assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
+        assert_eq!(store.list_groups("leader:", "").await.unwrap(), [key]);
+        let renewed = store.renew(key, token, Duration::from_secs(60)).await.unwrap();
+        assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
+        let released = store.release(key, token, Duration::ZERO).await.unwrap();
+        assert_eq!(released, ReleaseOutcome::Released);
+        drop(releases);
+        let other = LeaseToken::generate().unwrap();
+        store.acquire(request(key, other)).await.unwrap();
+        let revoked = store.revoke(key, SlotRef::Token(other), Revocation::Now).await.unwrap();
+        assert_eq!(revoked, ReleaseOutcome::Released);
+        assert!(memory.state(key).await.unwrap().leaders.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_layer_sees_the_calls_it_overrides() {
+        let store = Arc::new(Layered::new(Calls::default(), MemoryStore::new()));
+        store.state("leader:counted").await.unwrap();
+        store.state("leader:counted").await.unwrap();
+        assert_eq!(store.layer().0.load(Ordering::Relaxed), 2);
+        assert_eq!(store.inner().kind(), "memory");
+    }
+}
