@@ -8,6 +8,7 @@
 //! the layer, whose defaults call the store it wraps (tower's `Layer` is the model).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +22,12 @@ use crate::{Error, LeaseToken};
 /// What a layer does around each call of the store it wraps (`inner`). Every method
 /// forwards by default; override the ones to change, and wrap the store with
 /// [`Layered::new`].
+///
+/// The trait's async methods are written with the `async-trait` crate, as
+/// [`LeaseStore`]'s are: an implementation that overrides one puts `#[async_trait]` on its
+/// `impl` (add `async-trait` to your dependencies); a layer that overrides nothing, or only
+/// [`kind`](Self::kind) and [`coordinates`](Self::coordinates), needs none. An `Arc` of a
+/// layer is a layer, so a test can keep a handle on the layer it wrapped a store in.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -131,9 +138,80 @@ pub trait StoreLayer: Debug + Send + Sync {
     }
 }
 
+#[async_trait]
+impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
+    fn kind(&self, inner: &dyn LeaseStore) -> &'static str {
+        (**self).kind(inner)
+    }
+
+    fn coordinates(&self, inner: &dyn LeaseStore) -> bool {
+        (**self).coordinates(inner)
+    }
+
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome, Error> {
+        (**self).acquire(inner, request).await
+    }
+
+    async fn renew(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        token: LeaseToken,
+        lease_time: Duration,
+    ) -> Result<RenewOutcome, Error> {
+        (**self).renew(inner, key, token, lease_time).await
+    }
+
+    async fn release(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<ReleaseOutcome, Error> {
+        (**self).release(inner, key, token, min_lease_time).await
+    }
+
+    async fn revoke(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        (**self).revoke(inner, key, slot, how).await
+    }
+
+    async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+        (**self).state(inner, key).await
+    }
+
+    async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
+        (**self).watch_releases(inner, key).await
+    }
+
+    async fn watch_changes(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
+        (**self).watch_changes(inner, key).await
+    }
+
+    async fn list_groups(
+        &self,
+        inner: &dyn LeaseStore,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<Vec<String>, Error> {
+        (**self).list_groups(inner, prefix, suffix).await
+    }
+}
+
 /// A store whose every call goes through a [`StoreLayer`]: a [`LeaseStore`] that forwards
 /// each method of the trait (those with defaults too) to the layer, and so, by the layer's
 /// defaults, to the wrapped store. Layers stack: `Layered::new(a, Layered::new(b, store))`.
+/// It is `Clone` when the layer and the store are (wrap a layer that is not in an `Arc`).
 #[derive(Debug, Clone, Default)]
 pub struct Layered<L, S> {
     layer: L,
@@ -290,5 +368,14 @@ mod tests {
         store.state("leader:counted").await.unwrap();
         assert_eq!(store.layer().0.load(Ordering::Relaxed), 2);
         assert_eq!(store.inner().kind(), "memory");
+    }
+
+    #[tokio::test]
+    async fn a_shared_layer_is_a_layer() {
+        let calls = Arc::new(Calls::default());
+        let store = Layered::new(calls.clone(), DisabledStore);
+        store.state("leader:shared").await.unwrap();
+        assert_eq!(calls.0.load(Ordering::Relaxed), 1);
+        assert!(!store.coordinates());
     }
 }

@@ -263,6 +263,8 @@ pub struct SlotInfo {
 /// - a grant, a release and a shortening renewal each wake the key's change watches
 ///   ([`watch_changes`](Self::watch_changes)); while nothing changes, a change watch
 ///   makes the store send no notification and read nothing.
+// A method added here must be forwarded by `Layered` (layer.rs, with a `StoreLayer` method
+// of its own) and by both `Arc` impls, or a wrapped store silently answers the default.
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync {
     /// A short name of the store's kind, such as `memory` or `redis`, for errors and logs.

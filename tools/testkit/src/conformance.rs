@@ -42,10 +42,15 @@ use tokio::time::{sleep, timeout};
 static TIMING: OnceLock<(Duration, Duration)> = OnceLock::new();
 
 /// Runs the suite with `lease` and `tick` instead of one second and none; every test of one
-/// binary must ask the same.
+/// binary must ask the same (call it before [`run_all`] for a coarse clock).
 pub fn set_timing(lease: Duration, tick: Duration) {
     let set = *TIMING.get_or_init(|| (lease, tick));
-    assert_eq!(set, (lease, tick), "one timing per test binary");
+    assert_eq!(
+        set,
+        (lease, tick),
+        "one timing (lease, tick) per test binary: this one was set first; give a suite of \
+         another timing a test file of its own"
+    );
 }
 
 /// The default lease and tick.
@@ -122,27 +127,40 @@ pub fn rule_count() -> usize {
 }
 
 /// One `#[test]` per rule: `conformance_suite!(#[tokio::test] make_store())`, or with
-/// `, lease = …, tick = …` for a store with a coarse clock.
+/// `, lease = …, tick = …` for a store with a coarse clock. Every attribute written before
+/// `make` goes on each test (`#[tokio::test] #[serial]`, say). One test binary runs the suite
+/// with one timing: a second `conformance_suite!` with another timing in the same binary
+/// fails its tests (the rules read the timing from one place), so give it a file of its own.
 #[macro_export]
 macro_rules! conformance_suite {
-    (#[$attr:meta] $make:expr) => {
-        $crate::with_every_rule!($crate::conformance_suite!(@tests #[$attr] $make, None));
+    ($(#[$attr:meta])+ $make:expr) => {
+        $crate::with_every_rule!($crate::conformance_suite!(@tests [$(#[$attr])+] $make, None));
     };
-    (#[$attr:meta] $make:expr, lease = $lease:expr, tick = $tick:expr) => {
-        $crate::with_every_rule!($crate::conformance_suite!(@tests #[$attr] $make, Some(($lease, $tick))));
+    ($(#[$attr:meta])+ $make:expr, lease = $lease:expr, tick = $tick:expr) => {
+        $crate::with_every_rule!(
+            $crate::conformance_suite!(@tests [$(#[$attr])+] $make, Some(($lease, $tick)))
+        );
     };
-    (@tests #[$attr:meta] $make:expr, $timing:expr; $($name:ident,)*) => {
-        $(
-            #[$attr]
-            async fn $name() {
-                if let Some((lease, tick)) = $timing {
-                    $crate::conformance::set_timing(lease, tick);
-                }
-                let (store, _keep_alive) = $make.await;
-                $crate::conformance::$name(&store, stringify!($name)).await;
-            }
-        )*
+    (@tests $attrs:tt $make:expr, $timing:expr; $($name:ident,)*) => {
+        $( $crate::conformance_suite!(@test $attrs $make, $timing, $name); )*
     };
+    (@test [$(#[$attr:meta])+] $make:expr, $timing:expr, $name:ident) => {
+        $(#[$attr])+
+        async fn $name() {
+            $crate::conformance::set_timing_or_default($timing);
+            let (store, _keep_alive) = $make.await;
+            $crate::conformance::$name(&store, stringify!($name)).await;
+        }
+    };
+}
+
+/// [`set_timing`] with what a suite asked for, or the default (a one-second lease, no tick):
+/// what each test of [`conformance_suite!`] calls first, so two timings in one binary fail
+/// whichever order the tests run in.
+#[doc(hidden)]
+pub fn set_timing_or_default(timing: Option<(Duration, Duration)>) {
+    let (lease, tick) = timing.unwrap_or(DEFAULT_TIMING);
+    set_timing(lease, tick);
 }
 
 fn token() -> LeaseToken {
