@@ -317,3 +317,37 @@ async fn a_guard_lost_to_a_late_renewal_reply_gives_the_slot_back_when_dropped()
     assert!(after < SECOND, "the slot was held by nobody {after:?} after the drop");
     drop(taken);
 }
+
+/// A server (or a network) that keeps dropping the store's pub/sub connection the moment it
+/// is made: the store makes it again with growing pauses, not at once each time (a storm of
+/// reconnections, each waking every waiter and observer), and it is back, delivering
+/// releases, once the drops stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_that_keeps_dropping_is_made_again_with_growing_pauses() {
+    let (store, server) = standalone().await;
+    let key = "leader:flapping";
+    let mut watch = store.watch_releases(key).await.unwrap();
+    // For three seconds, every pub/sub connection is killed within 50 ms of being made;
+    // each kill is one connection the store made.
+    let mut killed = 0;
+    let flapping = Instant::now();
+    while flapping.elapsed() < 3 * SECOND {
+        killed += server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).parse::<u32>().unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Pauses from 50 ms doubling (less their jitter) allow about seven in three seconds;
+    // reconnecting at once after each drop made one every 50 ms (about 50).
+    assert!(killed <= 15, "{killed} pub/sub connections made in 3 s of drops");
+    eprintln!("{killed} pub/sub connections made in 3 s of drops");
+    // Back within the ceiling of the pauses: a release reaches the waiter.
+    let held = token();
+    let deadline = Instant::now() + 10 * SECOND;
+    loop {
+        granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+        store.release(key, held, Duration::ZERO).await.unwrap();
+        if tokio::time::timeout(Duration::from_millis(200), watch.woken()).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no release delivered 10 s after the drops stopped");
+    }
+}

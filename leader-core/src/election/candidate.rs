@@ -9,7 +9,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::guard::SlotGuard;
 use super::lease::local_deadline;
-use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::backoff::{Backoff, CANDIDATE_CEILING, FIRST_PAUSE};
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, GroupWatch, LeaseStore};
 use crate::{Error, telemetry};
 
@@ -157,7 +157,7 @@ impl<'a> PerCall<'a> {
             deadline: Instant::now() + wait_time,
             group,
             retry_store_errors,
-            backoff: Backoff::new(FIRST_PAUSE, Duration::from_secs(1)),
+            backoff: Backoff::new(FIRST_PAUSE, CANDIDATE_CEILING),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::background;
-use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::backoff::{Backoff, FIRST_PAUSE, RELEASE_RETRY_CEILING};
 use crate::store::{LeaseStore, ReleaseOutcome};
 use crate::{Error, LeaseToken, telemetry};
 
@@ -14,7 +14,7 @@ use crate::{Error, LeaseToken, telemetry};
 /// It is armed while an acquire is in flight (its reply may be lost) and while the slot is
 /// held, so a dropped future, a panic or a failed acquire never leaves a slot behind. The
 /// background release is tried again (with [`Backoff`], pauses of at most
-/// [`RELEASE_RETRY_PAUSE`]) while the store fails, until the store answers or
+/// [`RELEASE_RETRY_CEILING`](crate::backoff::RELEASE_RETRY_CEILING)) while the store fails, until the store answers or
 /// [`release_retry_limit`] has passed: an acquire that timed out may still be run by a
 /// store that was paused, granting the slot whenever it wakes, and only a release the store
 /// answered after it gives that slot back.
@@ -97,11 +97,6 @@ impl Drop for SlotGuard {
     }
 }
 
-/// The longest pause between two tries of a background release: a store that answers again
-/// frees the slot within it (plus a round trip), so a waiter is not kept from a free slot
-/// for long. Each try that the store does not answer also waits its command timeout.
-pub(crate) const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(250);
-
 /// How long a background release is tried for a slot of `lease_time`: a lease, and at least
 /// a minute, since a store paused for longer (a stopped process, a frozen VM) runs what it
 /// was sent before whenever it wakes. After that the release is given up (logged), and a
@@ -119,7 +114,7 @@ async fn release_until_answered(
     min_lease_time: Duration,
     give_up_at: tokio::time::Instant,
 ) {
-    let mut backoff = Backoff::new(FIRST_PAUSE, RELEASE_RETRY_PAUSE);
+    let mut backoff = Backoff::new(FIRST_PAUSE, RELEASE_RETRY_CEILING);
     loop {
         match telemetry::release(store, key, token, min_lease_time).await {
             Ok(outcome) => {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
 use crate::store::{GroupSnapshot, GroupWatch, SharedStore};
 use crate::{Error, telemetry};
 
@@ -20,9 +20,6 @@ const AFTER_EXPIRY: Duration = Duration::from_millis(1);
 
 /// How often a reader over a store without change notifications reads the state.
 pub(crate) const POLL_EVERY: Duration = Duration::from_secs(1);
-
-/// The longest pause between reads after the store failed.
-const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// What the reader has seen of its group.
 #[derive(Debug, Clone, Default)]
@@ -110,7 +107,7 @@ pub(crate) fn reading(store: &SharedStore, key: &str) -> Arc<Reading> {
 
 /// The reading task: watch, read, share, and wait for the next change or expiry.
 async fn read_changes(store: SharedStore, key: String, seen: watch::Sender<Seen>) {
-    let mut backoff = Backoff::new(FIRST_PAUSE, MAX_PAUSE);
+    let mut backoff = Backoff::new(FIRST_PAUSE, SUBSCRIPTION_CEILING).jittered();
     let mut changes: Option<GroupWatch> = None;
     let mut polling = false;
     loop {

@@ -1,17 +1,17 @@
 //! [`Listener`]: the one reconnecting notification connection of a store (Redis pub/sub,
 //! PostgreSQL `LISTEN`), which wakes local waiters when a slot of their group is released.
-//! A store supplies only how to make its connection ([`Connect`]); making it again with
-//! backoff, noticing a connection that went silent, and waking every waiter after a gap
-//! are here, once.
+//! A store supplies only how to make its connection ([`Connect`]); noticing a connection
+//! that went silent is here, and making it again and waking every waiter after a gap are the
+//! one subscription driver's ([`keep`]).
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
+use super::resubscribe::{Subscription, keep};
 use super::watch::Watchers;
-use crate::backoff::{Backoff, FIRST_PAUSE};
 
 /// How a store makes its notification connection.
 pub(crate) trait Connect: Send + Sync + 'static {
@@ -52,7 +52,8 @@ pub(crate) trait Connection: Send + 'static {
 /// pinged every `ping_every` (the store's command timeout), and one that does not answer
 /// within half of it (a connection a firewall or NAT dropped without a word) counts as
 /// lost, so that is noticed within about one and a half times `ping_every`. A lost
-/// connection is made again with backoff (50 ms doubling to 2 s), and every waiter is woken
+/// connection is made again by the subscription driver ([`keep`]: at once after a quiet
+/// period, else after a jittered pause of 50 ms doubling to 2 s), and every waiter is woken
 /// once it is back, since releases may have been missed meanwhile; waiters keep their
 /// expiry timers throughout.
 pub(crate) struct Listener<C: Connect> {
@@ -99,10 +100,10 @@ impl<C: Connect> Listener<C> {
 
     async fn first(&self) -> Result<(), C::Error> {
         let connection = self.inner.connect.connect(0, self.inner.waiters.clone()).await?;
-        let (inner, shutdown) = (Arc::downgrade(&self.inner), self.inner.shutdown.clone());
+        let (inner, shutdown) = (self.inner.clone(), self.inner.shutdown.clone());
         tokio::spawn(async move {
             tokio::select! {
-                () = follow(inner, connection) => {}
+                () = keep(&*inner, connection) => {}
                 () = shutdown.cancelled() => {}
             }
         });
@@ -116,58 +117,51 @@ impl<C: Connect> Drop for Listener<C> {
     }
 }
 
-/// Keeps a connection: waits until it ends or stops answering, then makes a new one with
-/// backoff and wakes every waiter; ends with the store.
-async fn follow<C: Connect>(inner: Weak<Inner<C>>, first: C::Connection) {
-    let mut current = Some(first);
-    let mut attempt = 0;
-    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
-    loop {
-        if let Some(mut connection) = current.take() {
-            let Some(ping_every) = inner.upgrade().map(|inner| inner.ping_every) else { return };
-            until_lost(&mut connection, ping_every).await;
-            drop(connection);
-            tracing::warn!("{} lost; waiters fall back to expiry timers until it is back", C::NAME);
-            if let Some(inner) = inner.upgrade() {
-                inner.connect.lost();
-                // Observers read the state now, and again after each failed reconnect: a
-                // change while the listener is down is seen (or the store's failure
-                // reported) within one pause, never hidden behind a silent state.
-                inner.waiters.wake_observers_all();
-            }
-        }
-        let Some(strong) = inner.upgrade() else { return };
-        attempt += 1;
-        match strong.connect.connect(attempt, strong.waiters.clone()).await {
-            Ok(connection) => {
-                tracing::info!("{} restored", C::NAME);
-                strong.waiters.wake_all();
-                current = Some(connection);
-                backoff.reset();
-            }
-            Err(error) => {
-                let pause = backoff.next_pause();
-                tracing::debug!(%error, ?pause, "{}: reconnect failed", C::NAME);
-                strong.waiters.wake_observers_all();
-                drop(strong);
-                tokio::time::sleep(pause).await;
-            }
-        }
+/// The listener's connections, as the one subscription driver follows them.
+impl<C: Connect> Subscription for Inner<C> {
+    type Live = C::Connection;
+    type Error = C::Error;
+
+    fn name(&self) -> String {
+        C::NAME.to_owned()
+    }
+
+    async fn open(&self, attempt: usize) -> Result<C::Connection, C::Error> {
+        self.connect.connect(attempt, self.waiters.clone()).await
+    }
+
+    async fn until_lost(&self, connection: &mut C::Connection) -> String {
+        until_lost(connection, self.ping_every).await
+    }
+
+    fn lost(&self) {
+        self.connect.lost();
+        // Observers read the state now, and again after each failed reconnect: a change
+        // while the listener is down is seen (or the store's failure reported) within one
+        // pause, never hidden behind a silent state.
+        self.waiters.wake_observers_all();
+    }
+
+    fn failed(&self) {
+        self.waiters.wake_observers_all();
+    }
+
+    fn restored(&self) {
+        self.waiters.wake_all();
     }
 }
 
 /// Returns when `connection` has ended, or has not answered a ping within half of
-/// `ping_every`.
-async fn until_lost<T: Connection>(connection: &mut T, ping_every: Duration) {
+/// `ping_every`; says which.
+async fn until_lost<T: Connection>(connection: &mut T, ping_every: Duration) -> String {
     loop {
         tokio::select! {
-            () = connection.closed() => return,
+            () = connection.closed() => return "the connection closed".to_owned(),
             () = tokio::time::sleep(ping_every) => {}
         }
         let ping = tokio::time::timeout(ping_every / 2, connection.ping());
         if !matches!(ping.await, Ok(true)) {
-            tracing::debug!("the store's notification connection did not answer a ping");
-            return;
+            return format!("no answer to a ping within {:?}", ping_every / 2);
         }
     }
 }

@@ -20,6 +20,8 @@ mod memory;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
+mod resubscribe;
 mod url;
 mod watch;
 

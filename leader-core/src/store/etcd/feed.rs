@@ -9,19 +9,19 @@
 //!
 //! The watch starts on the preferred member and asks for a leader (etcd cancels a watch on
 //! a member that lost its leader). When it fails, ends, or is cancelled (a compacted
-//! revision included), it is made again on the next member, with backoff; observers are woken
-//! at the failure and after each failed attempt (they read the state, so they report the
-//! failure), and everyone is woken once it is back, since events may have been missed.
+//! revision included), the one subscription driver (`resubscribe::keep`) makes it again on
+//! the next member, with its backoff; observers are woken at the failure and after each
+//! failed attempt (they read the state, so they report the failure), and everyone is woken
+//! once it is back, since events may have been missed.
 //!
 //! Not the other stores' `Listener` (one notification connection per store): a watch of the
 //! store's whole prefix would deliver every write under it (with no prefix, every write of
 //! the cluster, a Kubernetes etcd's included) to every store with a waiter. A watch per
-//! group delivers only the groups someone here waits for; its reconnection follows the
-//! listener's policy (the same `Backoff`, the same wake-ups).
+//! group delivers only the groups someone here waits for; it is made again by the same
+//! driver as the listener's connection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use etcd_client::{EventType, WatchOptions};
 use tokio::sync::watch;
@@ -30,8 +30,8 @@ use super::hints::Hints;
 use super::layout::{GroupKeys, Part};
 use super::members::Members;
 use crate::Error;
-use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::store::bound::Bound;
+use crate::store::resubscribe::{Subscription, keep};
 use crate::store::{GroupSignal, GroupWatch};
 
 /// The groups watched by one store.
@@ -126,7 +126,8 @@ impl Feeds {
     }
 }
 
-/// Keeps the group's watch until the feed is dropped (which aborts this task).
+/// Keeps the group's watch until the feed is dropped (which aborts this task): the first
+/// here, reporting how it went, then through the one subscription driver.
 async fn follow(
     members: Weak<Members>,
     hints: Arc<Hints>,
@@ -134,37 +135,56 @@ async fn follow(
     signals: Arc<Signals>,
     started: watch::Sender<Start>,
 ) {
-    let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
-    let mut first = true;
-    loop {
-        let Some(strong) = members.upgrade() else { return };
-        let opened = open(&strong, &keys).await;
-        drop(strong);
-        match opened {
-            Ok(stream) => {
-                if first {
-                    started.send_replace(Start::Confirmed);
-                    first = false;
-                } else {
-                    tracing::info!(group = %keys.range.trim_end(), "etcd watch restored");
-                    signals.releases.wake();
-                    signals.changes.wake();
-                }
-                backoff.reset();
-                let ended = deliver(stream, &keys, &signals, &hints).await;
-                tracing::warn!(group = %keys.range.trim_end(), reason = %ended, "etcd watch lost; waiters fall back to expiry timers until it is back");
-                signals.changes.wake();
-            }
-            Err(error) if first => {
-                started.send_replace(Start::Failed(Arc::new(error)));
-                return;
-            }
-            Err(error) => {
-                tracing::debug!(group = %keys.range.trim_end(), %error, "etcd watch: reconnect failed");
-                signals.changes.wake();
-            }
+    let watched = Watched { members, hints, keys, signals };
+    match watched.open(0).await {
+        Ok(stream) => {
+            started.send_replace(Start::Confirmed);
+            keep(&watched, stream).await;
         }
-        tokio::time::sleep(backoff.next_pause()).await;
+        Err(error) => {
+            started.send_replace(Start::Failed(Arc::new(error)));
+        }
+    }
+}
+
+/// One group's watch, as the subscription driver follows it.
+struct Watched {
+    members: Weak<Members>,
+    hints: Arc<Hints>,
+    keys: GroupKeys,
+    signals: Arc<Signals>,
+}
+
+impl Subscription for Watched {
+    type Live = etcd_client::WatchStream;
+    type Error = Error;
+
+    fn name(&self) -> String {
+        format!("etcd watch of {}", self.keys.range.trim_end())
+    }
+
+    async fn open(&self, _: usize) -> Result<etcd_client::WatchStream, Error> {
+        let Some(members) = self.members.upgrade() else {
+            return Err(Error::Unsupported { store: "etcd", operation: "watch a dropped store" });
+        };
+        open(&members, &self.keys).await
+    }
+
+    async fn until_lost(&self, stream: &mut etcd_client::WatchStream) -> String {
+        deliver(stream, &self.keys, &self.signals, &self.hints).await
+    }
+
+    fn lost(&self) {
+        self.signals.changes.wake();
+    }
+
+    fn failed(&self) {
+        self.signals.changes.wake();
+    }
+
+    fn restored(&self) {
+        self.signals.releases.wake();
+        self.signals.changes.wake();
     }
 }
 
@@ -192,7 +212,7 @@ async fn open(members: &Members, keys: &GroupKeys) -> Result<etcd_client::WatchS
 
 /// Wakes the group's signals for every event, until the watch ends; returns why it ended.
 async fn deliver(
-    mut stream: etcd_client::WatchStream,
+    stream: &mut etcd_client::WatchStream,
     keys: &GroupKeys,
     signals: &Signals,
     hints: &Hints,

@@ -11,7 +11,7 @@ use tokio::sync::OnceCell;
 
 use super::RedisStore;
 use crate::Error;
-use crate::backoff::{Backoff, FIRST_PAUSE};
+use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
 
 /// How long one announcement lasts: the most a crashed observer's process keeps a group's
 /// grants published.
@@ -79,7 +79,7 @@ async fn renew(store: RedisStore, key: String) {
             () = tokio::time::sleep(RENEW_EVERY) => false,
             () = restorations.woken() => true,
         };
-        let mut backoff = Backoff::new(FIRST_PAUSE, Duration::from_secs(2));
+        let mut backoff = Backoff::new(FIRST_PAUSE, SUBSCRIPTION_CEILING).jittered();
         let mut failed = false;
         while let Err(error) = store.observe_announcement(&key, OBSERVE_FOR).await {
             tracing::debug!(group = %key, %error, "redis: renewing an observed group's announcement");
