@@ -30,6 +30,7 @@ mod observe;
 mod outage;
 mod private;
 mod serde_support;
+mod share;
 pub mod store;
 mod telemetry;
 mod token;

@@ -1,11 +1,9 @@
 //! [`GroupObserver`]: a group's holders now, and each change, without taking a slot.
 
-use std::sync::Arc;
-
 use futures_util::Stream;
 use tokio::sync::watch;
 
-use super::reader::{self, Reading, Seen};
+use super::reader::{self, Reader, Seen};
 use crate::store::SharedStore;
 use crate::{Error, KeyOptions, LeaderGroupState};
 
@@ -54,7 +52,7 @@ pub struct GroupObserver {
     name: String,
     key: String,
     seen: watch::Receiver<Seen>,
-    reading: Arc<Reading>,
+    reading: Reader,
 }
 
 impl GroupObserver {

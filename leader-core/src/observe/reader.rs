@@ -3,14 +3,14 @@
 //! nearest expiry, and shares each read with every observer of the group made from that
 //! store handle: a thousand observers cost one watch and one read per change.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
+use crate::share::{Share, Shares};
 use crate::store::{GroupSnapshot, GroupWatch, SharedStore};
 use crate::{Error, telemetry};
 
@@ -45,10 +45,13 @@ pub(crate) struct Read {
 pub(crate) struct Reading {
     /// Kept, so the store's address names it for as long as the registry's entry lives.
     store: SharedStore,
+    key: String,
     seen: watch::Receiver<Seen>,
     task: tokio::task::AbortHandle,
-    registered_as: (usize, String),
 }
+
+/// A share of a group's reader.
+pub(crate) type Reader = Share<(usize, String), Reading>;
 
 impl Reading {
     /// What the reader saw, and each change from now on.
@@ -64,45 +67,36 @@ impl Reading {
 
 impl std::fmt::Debug for Reading {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reading").field("key", &self.registered_as.1).finish_non_exhaustive()
+        f.debug_struct("Reading").field("key", &self.key).finish_non_exhaustive()
     }
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
         self.task.abort();
-        let mut readings = registry();
-        if readings.get(&self.registered_as).is_some_and(|weak| weak.strong_count() == 0) {
-            readings.remove(&self.registered_as);
-        }
     }
 }
 
 /// The readers alive in this process, by store handle and key.
-type Registry = HashMap<(usize, String), Weak<Reading>>;
-
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    static READINGS: OnceLock<Mutex<Registry>> = OnceLock::new();
-    let readings = READINGS.get_or_init(Mutex::default);
-    readings.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+fn registry() -> &'static Shares<(usize, String), Reading> {
+    static READINGS: OnceLock<Shares<(usize, String), Reading>> = OnceLock::new();
+    READINGS.get_or_init(Shares::new)
 }
 
 /// The reader of `key` on `store`, started if none is alive. Observers made from the same
 /// store handle (the same `Arc`) share one.
-pub(crate) fn reading(store: &SharedStore, key: &str) -> Arc<Reading> {
+pub(crate) fn reading(store: &SharedStore, key: &str) -> Reader {
     // The reader holds the store, so its address names it for as long as the entry lives.
     let registered_as = (Arc::as_ptr(store) as *const () as usize, key.to_owned());
-    let mut readings = registry();
-    let alive = readings.get(&registered_as).and_then(Weak::upgrade);
-    if let Some(reading) = alive.filter(|reading| !reading.task.is_finished()) {
-        return reading;
-    }
-    let (sender, seen) = watch::channel(Seen::default());
-    let task = tokio::spawn(read_changes(store.clone(), key.to_owned(), sender));
-    let reading =
-        Arc::new(Reading { store: store.clone(), seen, task: task.abort_handle(), registered_as });
-    readings.insert(reading.registered_as.clone(), Arc::downgrade(&reading));
-    reading
+    registry().get_or_start(
+        &registered_as,
+        |reading| !reading.task.is_finished(),
+        || {
+            let (sender, seen) = watch::channel(Seen::default());
+            let task = tokio::spawn(read_changes(store.clone(), key.to_owned(), sender));
+            Reading { store: store.clone(), key: key.to_owned(), seen, task: task.abort_handle() }
+        },
+    )
 }
 
 /// The reading task: watch, read, share, and wait for the next change or expiry.
@@ -222,13 +216,13 @@ mod tests {
         let other: SharedStore = Arc::new(MemoryStore::new());
         let first = reading(&store, "leader:shared");
         let second = reading(&store, "leader:shared");
-        assert!(Arc::ptr_eq(&first, &second), "one reader per store handle and key");
+        assert!(std::ptr::eq(&*first, &*second), "one reader per store handle and key");
         let elsewhere = reading(&other, "leader:shared");
-        assert!(!Arc::ptr_eq(&first, &elsewhere), "another store has its own");
+        assert!(!std::ptr::eq(&*first, &*elsewhere), "another store has its own");
         let entry = (Arc::as_ptr(&store) as *const () as usize, "leader:shared".to_owned());
         drop((first, elsewhere));
-        assert!(registry().contains_key(&entry), "one observer is left");
+        assert!(registry().contains(&entry), "one observer is left");
         drop(second);
-        assert!(!registry().contains_key(&entry), "forgotten with the last observer");
+        assert!(!registry().contains(&entry), "forgotten with the last observer");
     }
 }

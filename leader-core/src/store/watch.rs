@@ -2,13 +2,12 @@
 //! that a group's holders may have changed.
 
 use std::any::Any;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-use std::collections::HashMap;
 use std::sync::Arc;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-use std::sync::{Mutex, Weak};
 
 use tokio::sync::watch;
+
+#[cfg(any(feature = "redis", feature = "postgres"))]
+use crate::share::Shares;
 
 /// Wakes whoever waits on one group: a candidate when a slot is released or shortened
 /// ([`watch_releases`](super::LeaseStore::watch_releases)), an observer on every change of
@@ -121,11 +120,11 @@ pub(crate) struct Watchers {
     restored: GroupSignal,
 }
 
-/// One signal per group.
+/// One signal per group, while it has watches.
 #[cfg(any(feature = "redis", feature = "postgres"))]
 #[derive(Default)]
 struct Signals {
-    by_key: Mutex<HashMap<String, GroupSignal>>,
+    by_key: Shares<String, GroupSignal>,
 }
 
 /// Which of a store's [`Watchers`] a watch is in.
@@ -140,14 +139,12 @@ pub(crate) enum Interest {
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
 impl Signals {
-    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, GroupSignal>> {
-        self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn wake(&self, key: &str) {
+        self.by_key.with(key, GroupSignal::wake);
     }
 
-    fn wake(&self, key: &str) {
-        if let Some(signal) = self.by_key().get(key) {
-            signal.wake();
-        }
+    fn wake_all(&self) {
+        self.by_key.for_each(GroupSignal::wake);
     }
 }
 
@@ -171,10 +168,9 @@ impl Watchers {
     }
 
     fn watch_for(self: &Arc<Self>, interest: Interest, key: &str) -> GroupWatch {
-        let watch = self.signals(interest).by_key().entry(key.to_owned()).or_default().watch();
-        let forget =
-            ForgetWhenUnwatched { watchers: Arc::downgrade(self), interest, key: key.to_owned() };
-        watch.holding(forget)
+        let signal =
+            self.signals(interest).by_key.get_or_start(&key.to_owned(), |_| true, GroupSignal::new);
+        signal.watch().holding(signal)
     }
 
     /// A slot of `key` was released or shortened: wakes its waiters and observers.
@@ -193,38 +189,18 @@ impl Watchers {
     pub(crate) fn wake_all(&self) {
         #[cfg(feature = "redis")]
         self.restored.wake();
-        self.releases.by_key().values().for_each(GroupSignal::wake);
-        self.changes.by_key().values().for_each(GroupSignal::wake);
+        self.releases.wake_all();
+        self.changes.wake_all();
     }
 
     /// Wakes every observer (the listener is down: they read the state themselves).
     pub(crate) fn wake_observers_all(&self) {
-        self.changes.by_key().values().for_each(GroupSignal::wake);
+        self.changes.wake_all();
     }
 
     /// A watch woken each time the listener is back after a gap.
     #[cfg(feature = "redis")]
     pub(crate) fn restorations(&self) -> GroupWatch {
         self.restored.watch()
-    }
-}
-
-/// Kept by a [`GroupWatch`] (and dropped after its receiver): forgets the group once no
-/// receiver is left.
-#[cfg(any(feature = "redis", feature = "postgres"))]
-struct ForgetWhenUnwatched {
-    watchers: Weak<Watchers>,
-    interest: Interest,
-    key: String,
-}
-
-#[cfg(any(feature = "redis", feature = "postgres"))]
-impl Drop for ForgetWhenUnwatched {
-    fn drop(&mut self) {
-        let Some(watchers) = self.watchers.upgrade() else { return };
-        let mut by_key = watchers.signals(self.interest).by_key();
-        if by_key.get(&self.key).is_some_and(|signal| signal.watchers() == 0) {
-            by_key.remove(&self.key);
-        }
     }
 }

@@ -20,8 +20,7 @@
 //! group delivers only the groups someone here waits for; it is made again by the same
 //! driver as the listener's connection.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use etcd_client::{EventType, WatchOptions};
 use tokio::sync::watch;
@@ -30,6 +29,7 @@ use super::hints::Hints;
 use super::layout::{GroupKeys, Part};
 use super::members::Members;
 use crate::Error;
+use crate::share::{Share, Shares};
 use crate::store::bound::Bound;
 use crate::store::resubscribe::{Subscription, keep};
 use crate::store::{GroupSignal, GroupWatch};
@@ -37,7 +37,7 @@ use crate::store::{GroupSignal, GroupWatch};
 /// The groups watched by one store.
 #[derive(Default)]
 pub(crate) struct Feeds {
-    by_key: Mutex<HashMap<String, Weak<Feed>>>,
+    by_key: Shares<String, Feed>,
 }
 
 /// One group's watch, and the signals it wakes; the watch ends with the last
@@ -102,27 +102,26 @@ impl Feeds {
         Ok(watch.holding(feed))
     }
 
-    /// The group's live feed, or a new one.
-    fn feed(&self, members: &Arc<Members>, hints: &Arc<Hints>, keys: GroupKeys) -> Arc<Feed> {
-        let mut by_key = self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        by_key.retain(|_, feed| feed.strong_count() > 0);
-        if let Some(feed) = by_key.get(&keys.range).and_then(Weak::upgrade)
-            && !matches!(&*feed.ready.borrow(), Start::Failed(_))
-        {
-            return feed;
-        }
-        let signals = Arc::new(Signals::default());
-        let (started, ready) = watch::channel(Start::Pending);
-        let task = tokio::spawn(follow(
-            Arc::downgrade(members),
-            hints.clone(),
-            keys.clone(),
-            signals.clone(),
-            started,
-        ));
-        let feed = Arc::new(Feed { signals, ready, task: task.abort_handle() });
-        by_key.insert(keys.range, Arc::downgrade(&feed));
-        feed
+    /// The group's live feed (unless its first watch failed), or a new one.
+    fn feed(
+        &self,
+        members: &Arc<Members>,
+        hints: &Arc<Hints>,
+        keys: GroupKeys,
+    ) -> Share<String, Feed> {
+        let reuse = |feed: &Feed| !matches!(&*feed.ready.borrow(), Start::Failed(_));
+        self.by_key.get_or_start(&keys.range.clone(), reuse, || {
+            let signals = Arc::new(Signals::default());
+            let (started, ready) = watch::channel(Start::Pending);
+            let task = tokio::spawn(follow(
+                Arc::downgrade(members),
+                hints.clone(),
+                keys,
+                signals.clone(),
+                started,
+            ));
+            Feed { signals, ready, task: task.abort_handle() }
+        })
     }
 }
 

@@ -3,8 +3,6 @@
 //! renews it every [`RENEW_EVERY`] and again after each gap in the subscription (the server
 //! may have lost it), and the last observer's leaving withdraws it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
@@ -12,6 +10,7 @@ use tokio::sync::OnceCell;
 use super::RedisStore;
 use crate::Error;
 use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
+use crate::share::{Share, Shares};
 
 /// How long one announcement lasts: the most a crashed observer's process keeps a group's
 /// grants published.
@@ -24,7 +23,7 @@ pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(5 * 60);
 /// The groups this store announces, each while a change watch of it lives.
 #[derive(Default)]
 pub(crate) struct Observed {
-    by_key: Mutex<HashMap<String, Weak<Announcement>>>,
+    by_key: Shares<String, Announcement>,
 }
 
 /// One group's announcement, kept by its observers' watches.
@@ -36,35 +35,21 @@ pub(crate) struct Announcement {
     renewal: tokio::task::AbortHandle,
 }
 
-impl Observed {
-    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Announcement>>> {
-        self.by_key.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn is_announced(&self, key: &str) -> bool {
-        self.by_key().get(key).is_some_and(|weak| weak.strong_count() > 0)
-    }
-}
-
 /// The announcement of `key`, made if this store has none, once the server has it.
-pub(crate) async fn announce(store: &RedisStore, key: &str) -> Result<Arc<Announcement>, Error> {
-    let announcement = {
-        let mut by_key = store.inner.observed.by_key();
-        match by_key.get(key).and_then(Weak::upgrade) {
-            Some(announcement) => announcement,
-            None => {
-                let renewal = tokio::spawn(renew(store.clone(), key.to_owned())).abort_handle();
-                let announcement = Arc::new(Announcement {
-                    store: store.clone(),
-                    key: key.to_owned(),
-                    announced: OnceCell::new(),
-                    renewal,
-                });
-                by_key.insert(key.to_owned(), Arc::downgrade(&announcement));
-                announcement
-            }
-        }
-    };
+pub(crate) async fn announce(
+    store: &RedisStore,
+    key: &str,
+) -> Result<Share<String, Announcement>, Error> {
+    let announcement = store.inner.observed.by_key.get_or_start(
+        &key.to_owned(),
+        |_| true,
+        || Announcement {
+            store: store.clone(),
+            key: key.to_owned(),
+            announced: OnceCell::new(),
+            renewal: tokio::spawn(renew(store.clone(), key.to_owned())).abort_handle(),
+        },
+    );
     announcement.announced.get_or_try_init(|| store.observe_announcement(key, OBSERVE_FOR)).await?;
     Ok(announcement)
 }
@@ -94,24 +79,19 @@ async fn renew(store: RedisStore, key: String) {
     }
 }
 
+/// The last observer's leaving (the group is no longer among the announced ones by then).
 impl Drop for Announcement {
     fn drop(&mut self) {
         self.renewal.abort();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
-        {
-            let mut by_key = store.inner.observed.by_key();
-            if by_key.get(&key).is_some_and(|weak| weak.strong_count() == 0) {
-                by_key.remove(&key);
-            }
-        }
         runtime.spawn(async move {
             if let Err(error) = store.observe_announcement(&key, Duration::ZERO).await {
                 tracing::debug!(group = %key, %error, "redis: withdrawing an observed group");
             }
             // An observer that came while the withdrawal was on its way is announced again,
             // and reads the group again (a grant in between published nothing).
-            if store.inner.observed.is_announced(&key)
+            if store.inner.observed.by_key.contains(key.as_str())
                 && store.observe_announcement(&key, OBSERVE_FOR).await.is_ok()
             {
                 store.inner.releases.watchers().wake_observers(&key);
