@@ -100,6 +100,27 @@ async fn a_crashed_leader_is_replaced_within_the_lease() {
     assert!(!a.is_leader());
 }
 
+/// A stop whose release the store failed (a blip) gives the slot back once the store
+/// answers again, instead of leaving it held by nobody until its lease runs out.
+#[tokio::test(start_paused = true)]
+async fn a_release_the_store_failed_is_tried_again_until_it_answers() {
+    let shared = MemoryStore::new();
+    let flaky = FaultyStore::over(shared.clone());
+    let a = start("reports", flaky.clone(), options());
+    a.wait_for_leadership().await.expect("no refusal");
+    flaky.cut_off(true);
+    a.stop().await;
+    sleep(SECOND).await;
+    flaky.cut_off(false);
+    let answering = Instant::now();
+    let b = start("reports", shared.clone(), options());
+    timeout(5 * SECOND, b.wait_for_leadership())
+        .await
+        .expect("b leads once the store answers the release, not at the slot's expiry")
+        .expect("no refusal");
+    assert!(answering.elapsed() <= SECOND, "{:?}", answering.elapsed());
+}
+
 #[tokio::test(start_paused = true)]
 async fn resign_lets_another_instance_lead_first() {
     let store = MemoryStore::new();

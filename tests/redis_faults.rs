@@ -115,12 +115,13 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
 #[tokio::test]
 async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails() {
     let (primary, replica) = primary_with_a_synced_replica().await;
-    // Timings with room for a busy machine: the grant's script and its WAIT have the
-    // command timeout beside the wait, and the pause outlasts the compensating release's
-    // own command timeout.
+    // Timings with room for a busy machine: the WAIT lasts 3 s, so the poll below (a
+    // redis-cli spawned every 50 ms, slow on a loaded machine) sees it before it ends; the
+    // grant's script and its WAIT have the command timeout beside the wait, and the pause
+    // outlasts the compensating release's own command timeout.
     let store = RedisStore::builder(primary.url())
         .command_timeout(2 * SECOND)
-        .replica_ack(1, SECOND)
+        .replica_ack(1, 3 * SECOND)
         .build()
         .unwrap();
     support::eventually(10 * SECOND, "the store connects", || async {
@@ -138,7 +139,7 @@ async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fail
             assert!(Instant::now() < deadline, "the grant never waited for the replica");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        primary.cli(&["CLIENT", "PAUSE", "5000", "WRITE"]);
+        primary.cli(&["CLIENT", "PAUSE", "8000", "WRITE"]);
     };
     let (outcome, ()) = tokio::join!(acquire, pause_writes);
     replica.resume();

@@ -49,8 +49,40 @@ impl SlotGuard {
     /// store. The guard is disarmed once the store answered or failed for good; after a
     /// transient failure it stays armed, so dropping it tries again in the background.
     pub(crate) async fn release(&mut self) -> Result<ReleaseOutcome, Error> {
-        let result =
-            telemetry::release(&*self.store, &self.key, self.token, self.min_lease_time).await;
+        self.release_keeping(self.min_lease_time).await
+    }
+
+    /// [`release`](Self::release), waiting at most `bound` for the store: what a term that
+    /// ends by itself does (it stands again next, and a store that does not answer must not
+    /// keep it). Past `bound`, or after a transient failure, the guard stays armed, so
+    /// dropping it goes on trying in the background; `None` then.
+    pub(crate) async fn release_within(&mut self, bound: Duration) -> Option<ReleaseOutcome> {
+        match tokio::time::timeout(bound, self.release()).await {
+            Ok(result) => result.ok(),
+            Err(_) => {
+                tracing::debug!(key = %self.key, ?bound, "release not answered in time; trying again in the background");
+                self.armed = true;
+                None
+            }
+        }
+    }
+
+    /// Frees a slot no body ran under (a grant whose reply came too late) and waits for
+    /// the store. The minimum lease time protects work that ran, so it does not apply (by
+    /// then it has mostly run out anyway: a grant is late only once its lease has). After a
+    /// transient failure the guard stays armed: the candidate's next attempt (the same
+    /// token) finds the slot, or the guard's drop gives it back.
+    pub(crate) async fn give_back(&mut self) -> Option<ReleaseOutcome> {
+        self.release_keeping(Duration::ZERO).await.ok()
+    }
+
+    /// The store ended the slot itself (it refused a renewal): nothing to give back.
+    pub(crate) fn forget(&mut self) {
+        self.armed = false;
+    }
+
+    async fn release_keeping(&mut self, min_lease_time: Duration) -> Result<ReleaseOutcome, Error> {
+        let result = telemetry::release(&*self.store, &self.key, self.token, min_lease_time).await;
         match &result {
             Ok(outcome) => tracing::debug!(key = %self.key, ?outcome, "slot released"),
             Err(error) if error.is_transient() => {
@@ -62,17 +94,6 @@ impl SlotGuard {
         }
         self.armed = matches!(&result, Err(error) if error.is_transient());
         result
-    }
-}
-
-impl SlotGuard {
-    /// Frees a slot no body ran under (a grant whose reply came too late) and waits for
-    /// the store, leaving the guard disarmed. The minimum lease time protects work that
-    /// ran, so it does not apply (by then it has mostly run out anyway: a grant is late only
-    /// once its lease has).
-    pub(crate) async fn give_back(&mut self) -> Option<ReleaseOutcome> {
-        self.armed = false;
-        release_logged(&*self.store, &self.key, self.token, Duration::ZERO).await
     }
 }
 
@@ -130,24 +151,6 @@ async fn release_until_answered(
                 tracing::debug!(key, %error, ?pause, "release failed; trying again");
                 tokio::time::sleep(pause).await;
             }
-        }
-    }
-}
-
-async fn release_logged(
-    store: &dyn LeaseStore,
-    key: &str,
-    token: LeaseToken,
-    min_lease_time: Duration,
-) -> Option<ReleaseOutcome> {
-    match telemetry::release(store, key, token, min_lease_time).await {
-        Ok(outcome) => {
-            tracing::debug!(key, ?outcome, "slot released");
-            Some(outcome)
-        }
-        Err(error) => {
-            tracing::warn!(key, %error, "release failed; the slot expires at the end of its lease");
-            None
         }
     }
 }

@@ -160,7 +160,7 @@ impl Drop for LeaseGuard {
         self.supervisor = None;
         if !self.releasing && self.lease.loss_reason() == Some(LossReason::Refused) {
             // The store said the slot is no longer this holder's: nothing to give back.
-            self.slot.set_armed(false);
+            self.slot.forget();
         }
         // Otherwise the slot guard, still armed, releases in the background as it drops:
         // also after a loss by the deadline, since a renewal the deadline cut off may still

@@ -93,7 +93,7 @@ async fn one_term(
     commands: &mut mpsc::UnboundedReceiver<Command>,
     state: &mut LoopState,
 ) -> Next {
-    let (grant, sent_at, token) = match stand(shared, commands, state).await {
+    let (grant, sent_at, token, mut slot) = match stand(shared, commands, state).await {
         Ok(won) => won,
         Err(next) => return next,
     };
@@ -103,7 +103,7 @@ async fn one_term(
     if !begin_term(shared, &lease, term) {
         // The deadline passed between the grant's check and now (a stall): never published.
         step_down(shared, LossReason::Expired);
-        release(shared, token, Some(settings.lease_time)).await;
+        slot.release_within(settings.lease_time).await;
         return Next::Stand;
     }
     state.term = term;
@@ -114,10 +114,12 @@ async fn one_term(
         reason = keep_renewing(&*shared.store, &lease, settings.lease_time, settings.renew_interval, &mut state.outage) => {
             tracing::warn!(role = %settings.role, term, %reason, "lost leadership");
             step_down(shared, reason);
-            if reason != LossReason::Refused {
+            if reason == LossReason::Refused {
+                slot.forget();
+            } else {
                 // A renewal cut off by the deadline may still have extended the slot: give
                 // it back, so the role does not wait a lease for a slot held by nobody.
-                release(shared, token, Some(settings.lease_time)).await;
+                slot.release_within(settings.lease_time).await;
             }
             return Next::Stand;
         }
@@ -125,7 +127,8 @@ async fn one_term(
         command = commands.recv() => command,
     };
     step_down(shared, LossReason::SteppedDown);
-    release(shared, token, None).await;
+    // A release the store does not answer goes on in the background (the slot's drop).
+    let _ = slot.release().await;
     match ended {
         Some(Command::Resign(done)) => {
             tracing::info!(role = %settings.role, term, "resigned");
@@ -158,13 +161,14 @@ fn begin_term(shared: &Shared, lease: &Lease, term: u64) -> bool {
 }
 
 /// Stands as candidate until a slot is won with time left on it (`Ok`: the grant, when its
-/// request was sent, and its token), or says what to do instead (`Err`): the candidate
-/// loop with [`Standing`]'s policy.
+/// request was sent, its token, and the guard that gives it back: the term's one way to
+/// release it), or says what to do instead (`Err`): the candidate loop with [`Standing`]'s
+/// policy.
 async fn stand(
     shared: &Arc<Shared>,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     state: &mut LoopState,
-) -> Result<(Grant, Instant, LeaseToken), Next> {
+) -> Result<(Grant, Instant, LeaseToken, SlotGuard), Next> {
     let settings = &shared.settings;
     // One token for the whole candidacy: a retry after a lost reply gets the same grant.
     let token = match LeaseToken::generate() {
@@ -185,9 +189,8 @@ async fn stand(
     let mut policy = Standing { shared, commands, state };
     let Won { grant, sent_at } =
         candidate::stand(&*shared.store, request, &mut guard, &mut policy).await?;
-    // The term owns the slot from here; its end releases it.
-    guard.set_armed(false);
-    Ok((grant, sent_at, token))
+    // The term owns the slot, and its guard, from here; its end releases it.
+    Ok((grant, sent_at, token, guard))
 }
 
 /// Long-lived leadership's candidate policy: stand for as long as it takes; after a store
@@ -321,26 +324,6 @@ fn step_down(shared: &Shared, reason: LossReason) {
     let current = shared.current.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(lease) = current {
         lease.end(reason);
-    }
-}
-
-/// Releases the slot of `token`, best effort: a failure is logged, and the slot expires at
-/// the end of its lease. With a `bound`, gives up after that long.
-async fn release(shared: &Shared, token: LeaseToken, bound: Option<Duration>) {
-    let release = telemetry::release(&*shared.store, &shared.settings.key, token, Duration::ZERO);
-    let result = match bound {
-        Some(bound) => tokio::time::timeout(bound, release).await.unwrap_or_else(|_| {
-            Err(Error::Timeout {
-                store: shared.store.kind(),
-                endpoint: String::new(),
-                operation: "release",
-                after: bound,
-            })
-        }),
-        None => release.await,
-    };
-    if let Err(error) = result {
-        tracing::warn!(role = %shared.settings.role, %error, "release failed; the slot expires at the end of its lease");
     }
 }
 
