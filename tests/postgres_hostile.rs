@@ -68,7 +68,7 @@ async fn wait_for_a_release_of(
     released.elapsed()
 }
 
-/// Item 1: with a 63-byte schema and a 40-byte prefix (the limits), the NOTIFY channel
+/// With a 63-byte schema and a 40-byte prefix (the limits), the NOTIFY channel
 /// `{schema}_{prefix}released` would be 112 bytes, which `pg_notify` refuses: every
 /// release of a waited-on group failed. Every derived name now fits.
 #[tokio::test]
@@ -99,7 +99,7 @@ async fn contend(store: &PostgresStore, name: &str) -> support::Contention {
     contest.run(std::slice::from_ref(store)).await
 }
 
-/// Item 2: a role whose sessions default to `REPEATABLE READ` (or `SERIALIZABLE`) got
+/// A role whose sessions default to `REPEATABLE READ` (or `SERIALIZABLE`) got
 /// serialization failures under contention, surfacing as `Err` from `run_if_leader`. The
 /// store's own connections are pinned to `READ COMMITTED`; on a pool of the
 /// application's, a serialization failure is retried.
@@ -135,7 +135,7 @@ async fn repeatable_read_and_serializable_roles_wait_or_skip_and_never_fail() {
     }
 }
 
-/// Item 3: a `lock_timeout` the role sets (55P03) made contention a permanent
+/// A `lock_timeout` the role sets (55P03) made contention a permanent
 /// `Error::Store`; it is retried, and the grant made once the group's lock is free.
 #[tokio::test]
 async fn a_role_lock_timeout_is_contention_not_a_store_error() {
@@ -151,7 +151,7 @@ async fn a_role_lock_timeout_is_contention_not_a_store_error() {
     holder.await.unwrap();
 }
 
-/// Item 3: a `statement_timeout` the role sets (57014), on a pool of the application's
+/// A `statement_timeout` the role sets (57014), on a pool of the application's
 /// (the store's own connections set their own), is contention too: retried.
 #[tokio::test]
 async fn a_role_statement_timeout_on_an_application_pool_is_retried() {
@@ -171,7 +171,7 @@ async fn a_role_statement_timeout_on_an_application_pool_is_retried() {
     holder.await.unwrap();
 }
 
-/// Item 3: failures while connecting that only a change of configuration mends (a wrong
+/// Failures while connecting that only a change of configuration mends (a wrong
 /// password, a missing database, no CONNECT privilege) are permanent store errors naming
 /// the server's reason; an unreachable server stays transient.
 #[tokio::test]
@@ -212,7 +212,7 @@ async fn connection_failures_are_classed_by_their_sqlstate() {
     assert!(err.is_transient(), "unreachable: {err:?}");
 }
 
-/// Item 4: a statement that timed out kept waiting for the group's lock on the server and
+/// A statement that timed out kept waiting for the group's lock on the server and
 /// granted a slot after its caller had gone. It is cancelled now: once the lock is free,
 /// the group is still empty.
 #[tokio::test]
@@ -237,7 +237,7 @@ async fn a_statement_that_timed_out_grants_nothing_later() {
     assert_eq!(waiting, "0", "a statement still running");
 }
 
-/// Item 5: the LISTEN connection goes silent (a firewall dropped its state): the first
+/// The LISTEN connection goes silent (a firewall dropped its state): the first
 /// waiters of other groups are held up by nobody, the silence is noticed, and after a
 /// new connection a release wakes its waiter at once again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +270,7 @@ async fn a_silent_listen_connection_holds_up_no_waiter_and_is_replaced() {
     drop(watches);
 }
 
-/// Item 6: only a grant deleted expired slot rows, so a group whose last write was a
+/// Only a grant deleted expired slot rows, so a group whose last write was a
 /// release or a renewal kept up to N of them. Every write takes them now.
 #[tokio::test]
 async fn an_idle_group_keeps_only_its_row() {
@@ -303,7 +303,7 @@ async fn an_idle_group_keeps_only_its_row() {
     assert_eq!(server.psql("SELECT count(*) FROM leader_groups WHERE key = 'leader:idle'"), "1");
 }
 
-/// Item 8: reserved words as the schema failed at migration with a syntax error, a key
+/// Reserved words as the schema failed at migration with a syntax error, a key
 /// over the index's limit at the first grant (54000). Both are refused up front, naming
 /// the limit; a key at the limit is granted, and its waited-on release notifies.
 #[tokio::test]
@@ -339,7 +339,7 @@ async fn reserved_words_and_long_keys_are_refused_naming_the_limit() {
     assert!(handed_over < 10 * SECOND, "woken by NOTIFY: {handed_over:?}");
 }
 
-/// Item 9: group locks were keyed by 32-bit `hashtext`, under which these two names
+/// Group locks were keyed by 32-bit `hashtext`, under which these two names
 /// collide: a writer of one held up the other. Keys are 64 bits now.
 #[tokio::test]
 async fn groups_whose_32_bit_hashes_collide_do_not_share_a_lock() {
@@ -356,7 +356,7 @@ async fn groups_whose_32_bit_hashes_collide_do_not_share_a_lock() {
     holder.await.unwrap();
 }
 
-/// Item 12: a retry on a new connection started a fresh deadline, so an operation whose
+/// A retry on a new connection started a fresh deadline, so an operation whose
 /// connection broke late could take twice the command timeout. One deadline bounds the
 /// operation, its retry included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

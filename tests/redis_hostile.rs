@@ -14,7 +14,7 @@ use support::{granted_fence, request, request_for, token};
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Item 10: scripts run on a replica read first, so a lagging replica answered "not held"
+/// Scripts run on a replica read first, so a lagging replica answered "not held"
 /// to a renewal (a spurious loss for a healthy leader) and "full" to an acquire whose
 /// marker writes failed quietly. Declared with a shebang, they are refused whole with
 /// READONLY, a transient error; state, which writes nothing, still answers.
@@ -48,7 +48,7 @@ async fn scripts_sent_to_a_replica_fail_instead_of_answering_from_its_copy() {
     assert_eq!(state.leaders.len(), 1, "state reads the replica's copy");
 }
 
-/// Item 11: fences were computed with Lua numbers (doubles), so above 2^53 `last + 1`
+/// Fences were computed with Lua numbers (doubles), so above 2^53 `last + 1`
 /// stopped increasing, and a stored fence of 20 digits came back negative. They are
 /// exact over the whole u64 range now, and the end of that range is a clear error.
 #[tokio::test]
@@ -79,7 +79,7 @@ async fn fences_stay_exact_and_increasing_over_the_whole_u64_range() {
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 0, "nothing granted");
 }
 
-/// Item 5: the pub/sub connection goes silent (a firewall dropped its state; it never
+/// The pub/sub connection goes silent (a firewall dropped its state; it never
 /// ends by itself). It is pinged, found dead and made again, so a release wakes a waiter
 /// at once again instead of at the end of the holder's lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +111,7 @@ async fn a_silent_release_subscription_is_noticed_and_replaced() {
     assert!(handed_over < 10 * SECOND, "woken by the release, not the lease: {handed_over:?}");
 }
 
-/// Item 12: the diagnosis of a wrong-type key (two more round trips) ran outside the
+/// The diagnosis of a wrong-type key (two more round trips) ran outside the
 /// operation's timeout, so a slow network made the call take three times as long. One
 /// deadline bounds the whole operation now.
 #[tokio::test]

@@ -27,7 +27,7 @@ fn short() -> LeadershipOptions {
         .retry_jitter(Duration::ZERO)
 }
 
-/// Item 1: a renewal is in flight when the thread stalls for 800 ms of a 1 s lease. On
+/// A renewal is in flight when the thread stalls for 800 ms of a 1 s lease. On
 /// waking, the application's `is_leader()` runs before the loop reads the (late) renewal
 /// reply, and decides the loss. The loop must follow that decision: step down, release and
 /// stand again, so the role has a leader again within a lease plus a retry.
@@ -69,7 +69,7 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
     b.stop().await;
 }
 
-/// Item 2: a renewal cut off by the local deadline may still have extended the slot at the
+/// A renewal cut off by the local deadline may still have extended the slot at the
 /// store. The loop releases the old token before standing again, so the role does not wait
 /// a lease for a slot held by nobody.
 #[tokio::test(start_paused = true)]
@@ -111,7 +111,7 @@ async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
     assert_eq!(Some(state.leaders[0].fence), leadership.fence());
 }
 
-/// Item 3: the first renewal is scheduled from the local deadline (when two thirds of the
+/// The first renewal is scheduled from the local deadline (when two thirds of the
 /// lease remain, or at once if less is left), not from when the grant's reply arrived.
 #[tokio::test(start_paused = true)]
 async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
@@ -191,7 +191,7 @@ async fn wait_for_leadership_never_returns_an_expired_term() {
     leadership.stop().await;
 }
 
-/// Item 6: after a pause, the term token is cancelled by the loop, which may run after the
+/// After a pause, the term token is cancelled by the loop, which may run after the
 /// application's own timer. `fence()` checks the deadline itself: the one gate to use.
 #[tokio::test(flavor = "current_thread")]
 async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
@@ -212,7 +212,7 @@ async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
     leadership.stop().await;
 }
 
-/// Item 7: a channel write after a pause is a follower's, even before the loop has run.
+/// A channel write after a pause is a follower's, even before the loop has run.
 #[tokio::test(flavor = "current_thread")]
 async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     let leadership =
@@ -230,7 +230,7 @@ async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     leadership.stop().await;
 }
 
-/// Item 7: formatting a lease reads it; it decides nothing.
+/// Formatting a lease reads it; it decides nothing.
 #[tokio::test(flavor = "current_thread")]
 async fn debug_formatting_a_lease_decides_no_loss() {
     let leadership =
@@ -246,7 +246,7 @@ async fn debug_formatting_a_lease_decides_no_loss() {
     leadership.stop().await;
 }
 
-/// Item 7: a dropped `run_if_leader` future releases in the background, and a program
+/// A dropped `run_if_leader` future releases in the background, and a program
 /// shutting down can wait for that release.
 #[tokio::test(start_paused = true)]
 async fn a_shutting_down_program_can_wait_for_background_releases() {

@@ -127,8 +127,8 @@ struct Signals {
     by_key: Shares<String, GroupSignal>,
 }
 
-/// Which of a store's [`Watchers`] a watch is in.
-#[cfg(any(feature = "redis", feature = "postgres"))]
+/// What a watch of a group is woken by: the one distinction every store's watches make.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) enum Interest {
     /// A candidate, woken by releases.

@@ -1,5 +1,5 @@
-//! [`Feeds`]: one etcd watch per group that someone in this process waits for or observes,
-//! shared by all of them, and what its events wake.
+//! [`Notifications`]: one etcd watch per group that someone in this process waits for or
+//! observes, shared by all of them, and what its events wake.
 //!
 //! | event on the group's range | wakes |
 //! |---|---|
@@ -32,25 +32,28 @@ use crate::Error;
 use crate::share::{Share, Shares};
 use crate::store::bound::Bound;
 use crate::store::resubscribe::{Subscription, keep};
+use crate::store::watch::Interest;
 use crate::store::{GroupSignal, GroupWatch};
 
-/// The groups watched by one store.
+/// The store's notifications (the role `Notifications` plays in every store): here, the
+/// groups watched by this store, one etcd watch each.
 #[derive(Default)]
-pub(crate) struct Feeds {
+pub(crate) struct Notifications {
     by_key: Shares<String, Feed>,
 }
 
 /// One group's watch, and the signals it wakes; the watch ends with the last
 /// [`GroupWatch`] that holds it.
 struct Feed {
-    signals: Arc<Signals>,
+    signals: Arc<FeedSignals>,
     /// Whether etcd has confirmed the watch (at first; later gaps wake everyone instead).
     ready: watch::Receiver<Start>,
     task: tokio::task::AbortHandle,
 }
 
+/// What a feed's events wake: waiters (releases) and observers (changes).
 #[derive(Default)]
-struct Signals {
+struct FeedSignals {
     releases: GroupSignal,
     changes: GroupSignal,
 }
@@ -69,15 +72,8 @@ impl Drop for Feed {
     }
 }
 
-/// Which of a feed's signals a watch follows.
-#[derive(Clone, Copy)]
-pub(crate) enum Wakes {
-    Releases,
-    Changes,
-}
-
-impl Feeds {
-    /// A watch of group `keys`, woken as the table above says for `wakes`. It returns once
+impl Notifications {
+    /// A watch of group `keys`, woken as the table above says for `interest`. It returns once
     /// etcd has confirmed the group's watch, so no event after the return is missed.
     pub(crate) async fn watch(
         &self,
@@ -85,7 +81,7 @@ impl Feeds {
         hints: &Arc<Hints>,
         keys: GroupKeys,
         bound: Bound,
-        wakes: Wakes,
+        interest: Interest,
     ) -> Result<GroupWatch, Error> {
         let feed = self.feed(members, hints, keys);
         let mut ready = feed.ready.clone();
@@ -95,9 +91,9 @@ impl Feeds {
         {
             return Err(Error::duplicate(error));
         }
-        let watch = match wakes {
-            Wakes::Releases => feed.signals.releases.watch(),
-            Wakes::Changes => feed.signals.changes.watch(),
+        let watch = match interest {
+            Interest::Releases => feed.signals.releases.watch(),
+            Interest::Changes => feed.signals.changes.watch(),
         };
         Ok(watch.holding(feed))
     }
@@ -111,7 +107,7 @@ impl Feeds {
     ) -> Share<String, Feed> {
         let reuse = |feed: &Feed| !matches!(&*feed.ready.borrow(), Start::Failed(_));
         self.by_key.get_or_start(&keys.range.clone(), reuse, || {
-            let signals = Arc::new(Signals::default());
+            let signals = Arc::new(FeedSignals::default());
             let (started, ready) = watch::channel(Start::Pending);
             let task = tokio::spawn(follow(
                 Arc::downgrade(members),
@@ -131,7 +127,7 @@ async fn follow(
     members: Weak<Members>,
     hints: Arc<Hints>,
     keys: GroupKeys,
-    signals: Arc<Signals>,
+    signals: Arc<FeedSignals>,
     started: watch::Sender<Start>,
 ) {
     let watched = Watched { members, hints, keys, signals };
@@ -151,7 +147,7 @@ struct Watched {
     members: Weak<Members>,
     hints: Arc<Hints>,
     keys: GroupKeys,
-    signals: Arc<Signals>,
+    signals: Arc<FeedSignals>,
 }
 
 impl Subscription for Watched {
@@ -213,7 +209,7 @@ async fn open(members: &Members, keys: &GroupKeys) -> Result<etcd_client::WatchS
 async fn deliver(
     stream: &mut etcd_client::WatchStream,
     keys: &GroupKeys,
-    signals: &Signals,
+    signals: &FeedSignals,
     hints: &Hints,
 ) -> String {
     loop {

@@ -83,7 +83,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{ConnectOptions, GetOptions, Txn};
 
-use self::feed::{Feeds, Wakes};
+use self::feed::Notifications;
 use self::group::Group;
 use self::hints::Hints;
 use self::keep_alive::KeepAlives;
@@ -96,6 +96,7 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
+use crate::store::watch::Interest;
 use crate::{Error, LeaseToken};
 
 /// etcd's longest lease TTL, in seconds (`MaxLeaseTTL`).
@@ -123,7 +124,7 @@ pub struct EtcdStore {
 struct Inner {
     members: Arc<Members>,
     prefix: String,
-    feeds: Feeds,
+    feeds: Notifications,
     /// The cluster's minimum lease TTL in seconds, once a grant has shown it (0: not yet).
     min_ttl: AtomicI64,
     /// The leases of the slots this store released, for its next grants.
@@ -155,7 +156,7 @@ impl EtcdStore {
                 endpoint: endpoints.join(","),
                 members: Arc::new(Members::new(endpoints, options, command_timeout)),
                 prefix,
-                feeds: Feeds::default(),
+                feeds: Notifications::default(),
                 min_ttl: AtomicI64::new(0),
                 leases: LeasePool::default(),
                 markers: MarkerLeases::default(),
@@ -359,7 +360,7 @@ impl LeaseStore for EtcdStore {
             let bound = self.bound("watch");
             self.inner
                 .feeds
-                .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Releases)
+                .watch(&self.inner.members, &self.inner.hints, keys, bound, Interest::Releases)
                 .await
         })
         .await
@@ -371,7 +372,7 @@ impl LeaseStore for EtcdStore {
             let bound = self.bound("watch");
             self.inner
                 .feeds
-                .watch(&self.inner.members, &self.inner.hints, keys, bound, Wakes::Changes)
+                .watch(&self.inner.members, &self.inner.hints, keys, bound, Interest::Changes)
                 .await
         })
         .await

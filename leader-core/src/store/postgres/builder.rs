@@ -9,7 +9,7 @@ use deadpool_postgres::tokio_postgres;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod};
 use tokio::sync::OnceCell;
 
-use super::notify::NotifyHub;
+use super::notify::Notifications;
 use super::schema::Names;
 use super::tls;
 use super::{Inner, PostgresStore};
@@ -192,7 +192,7 @@ impl PostgresStoreBuilder {
         // Half the command timeout, so a silent LISTEN connection leaves the waiter time to
         // make its first attempt within the store's own timeout for the watch.
         #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
-        let releases = NotifyHub::new(config, connector.clone(), &names, command_timeout);
+        let releases = Notifications::new(config, connector.clone(), &names, command_timeout);
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,

@@ -18,7 +18,7 @@ use deadpool_postgres::tokio_postgres::{self, Row};
 use tokio::sync::OnceCell;
 
 use self::error_class::Class;
-use self::notify::NotifyHub;
+use self::notify::Notifications;
 use self::schema::{MAX_KEY_BYTES, Names};
 use self::tls::Connector;
 use super::answer::{Answer, Decode};
@@ -74,7 +74,7 @@ struct Inner {
     command_timeout: Duration,
     /// Made once per store, on first use (or by `migrate`).
     schema_ready: OnceCell<()>,
-    releases: NotifyHub,
+    releases: Notifications,
     /// Host, port and database, for `Debug` and errors (never the password).
     description: String,
     /// The same without the store's kind, for errors.

@@ -21,7 +21,7 @@ use crate::store::watch::{Interest, Watchers};
 
 /// Wakes local waiters when any process releases a slot of their group: the store's
 /// [`Listener`], and the announcements of the groups waited on here.
-pub(crate) struct NotifyHub {
+pub(crate) struct Notifications {
     listener: Listener<Listen>,
 }
 
@@ -93,7 +93,7 @@ pub(crate) struct Listening {
 /// A request already queued on the connection; awaiting it waits for the server's answer.
 type Queued = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + Send>>;
 
-impl NotifyHub {
+impl Notifications {
     /// `command_timeout` bounds each announcement (by half) and is how often the connection
     /// is pinged: a listening connection that does not answer only slows waiters (they
     /// wake at the nearest expiry), never fails them.
@@ -117,7 +117,7 @@ impl NotifyHub {
             unobserve_sql: names.unobserve_sql.clone(),
             announcements,
         };
-        NotifyHub { listener: Listener::new(listen, command_timeout) }
+        Notifications { listener: Listener::new(listen, command_timeout) }
     }
 
     /// A watch woken by every release of group `key`. `LISTEN`, and the announcement that

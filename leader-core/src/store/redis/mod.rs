@@ -21,7 +21,7 @@ use async_trait::async_trait;
 
 use self::connection::{CallFailure, ConnectionSource, Connections, ToRedisArgsDyn};
 pub use self::layout::RedisGroupLayout;
-use self::pubsub::{ReleaseHub, SubscriberSource};
+use self::pubsub::{Notifications, SubscriberSource};
 #[cfg(feature = "unstable-script-calls")]
 pub use self::script_call::ScriptCall;
 use self::scripts::{
@@ -72,7 +72,7 @@ pub struct RedisStore {
 
 struct Inner {
     connections: Connections,
-    releases: ReleaseHub,
+    releases: Notifications,
     /// The groups announced as observed here.
     observed: observed::Observed,
     /// This store's id in the groups it announces (`watcher:<id>`), made at the first.
@@ -110,7 +110,7 @@ impl RedisStore {
                     command_timeout,
                     replica_ack.map_or(Duration::ZERO, |(_, wait)| wait),
                 ),
-                releases: ReleaseHub::new(subscriber, command_timeout),
+                releases: Notifications::new(subscriber, command_timeout),
                 observed: observed::Observed::default(),
                 watcher_id: std::sync::OnceLock::new(),
                 replica_ack,

@@ -91,14 +91,14 @@ impl Drop for Subscribed {
 }
 
 /// Wakes local waiters when any process releases a slot: the store's [`Listener`].
-pub(crate) struct ReleaseHub {
+pub(crate) struct Notifications {
     listener: Listener<Subscribe>,
 }
 
-impl ReleaseHub {
+impl Notifications {
     /// A hub subscribing through `source`, pinging its connection every `ping_every`.
     pub(crate) fn new(source: SubscriberSource, ping_every: Duration) -> Self {
-        ReleaseHub { listener: Listener::new(Subscribe { source }, ping_every) }
+        Notifications { listener: Listener::new(Subscribe { source }, ping_every) }
     }
 
     /// A watch woken by every release of group `key`. The subscription is confirmed by the
