@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::LeaseStore;
+use crate::store::LeaseStore;
 
 static DEFAULT_STORE: RwLock<Option<Arc<dyn LeaseStore>>> = RwLock::new(None);
 

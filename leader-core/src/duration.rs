@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The longest duration any option accepts: 2^47 ms, about 4,460 years.
 ///

@@ -1,6 +1,6 @@
 //! Candidate ids: who holds a slot, as state and logs show it.
 
-use crate::Error;
+use crate::error::Error;
 
 /// The longest holder id accepted, in bytes.
 pub const MAX_HOLDER_LEN: usize = 256;

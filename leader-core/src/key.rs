@@ -1,6 +1,6 @@
 //! Store keys: how a group or role name becomes the key the store keeps it under.
 
-use crate::Error;
+use crate::error::Error;
 
 /// The placeholder that [`KeyOptions::format`] replaces with the group or role name.
 pub const ROLE_PLACEHOLDER: &str = "{role}";

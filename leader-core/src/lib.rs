@@ -48,7 +48,6 @@ pub use election::{
 };
 pub use error::{BoxError, Error};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
-pub(crate) use key::check_name;
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER};
 pub use leadership::{
     Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,

@@ -1,6 +1,6 @@
 //! Logging a store outage once, not once per retry.
 
-use crate::Error;
+use crate::error::Error;
 
 /// Remembers whether the store is failing, so only the first failure and the recovery are
 /// logged at warning and info level; the retries in between are logged at debug level.

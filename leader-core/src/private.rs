@@ -3,10 +3,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::{
-    Error, LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease, LeaseStore,
-    default_holder_id, default_store,
-};
+use crate::default_store;
+use crate::election::{LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease};
+use crate::error::Error;
+use crate::holder::default_holder_id;
+use crate::store::LeaseStore;
 
 pub use crate::duration::parse as parse_duration;
 pub use crate::key::check_name;

@@ -11,8 +11,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::error::Error;
+use crate::store::LeaseStore;
 use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome};
-use crate::{Error, LeaseStore, LeaseToken};
+use crate::token::LeaseToken;
 
 /// One store acquire, in a span, counted and timed.
 pub(crate) async fn acquire(

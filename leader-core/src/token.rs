@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The secret a slot is granted under: 128 bits from the operating system's CSPRNG (drawn
 /// 64 tokens per system call; a forked child never reuses its parent's).

@@ -12,7 +12,8 @@ pub use drops::{DropCounts, DropReason};
 use self::drops::Drops;
 use self::queue::{Push, Queue};
 use crate::duration::positive;
-use crate::{Error, Leadership};
+use crate::error::Error;
+use crate::leadership::Leadership;
 
 /// What a writer does when the buffer is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,8 +10,9 @@ use tokio::time::{Instant, sleep_until};
 use super::guard::SlotGuard;
 use super::lease::local_deadline;
 use crate::backoff::{Backoff, CANDIDATE_CEILING, FIRST_PAUSE};
+use crate::error::Error;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, GroupWatch, LeaseStore};
-use crate::{Error, telemetry};
+use crate::telemetry;
 
 /// A slot won with time left on it: the grant, and when its request was sent (the base of
 /// the local deadline).

@@ -1,9 +1,11 @@
 //! [`LeaderElector`]: run a body on one candidate at a time.
 
-use crate::{
-    Error, LeaderElectionOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
-    LeaderRunResult, Lease, LeaseGuard, LeaseStore,
+use crate::election::{
+    LeaderElectionOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
+    LeaderRunResult, Lease, LeaseGuard,
 };
+use crate::error::Error;
+use crate::store::LeaseStore;
 
 /// Elects one holder per name: a [`LeaderGroupElector`] with `max_leaders` = 1.
 ///

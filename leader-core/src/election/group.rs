@@ -10,12 +10,12 @@ use super::guard::SlotGuard;
 use super::lease_guard::{LeaseGuard, Supervision};
 use super::options::Settings;
 use super::renewal::supervise;
+use crate::election::{LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease};
+use crate::error::Error;
+use crate::observe::GroupObserver;
 use crate::store::{AcquireRequest, LeaseStore};
 use crate::telemetry;
-use crate::{
-    Error, GroupObserver, LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease,
-    LeaseToken,
-};
+use crate::token::LeaseToken;
 
 /// Elects up to `max_leaders` holders per group name, one call at a time.
 ///

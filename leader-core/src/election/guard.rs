@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use super::background;
 use crate::backoff::{Backoff, FIRST_PAUSE, RELEASE_RETRY_CEILING};
+use crate::error::Error;
 use crate::store::{LeaseStore, ReleaseOutcome};
-use crate::{Error, LeaseToken, telemetry};
+use crate::telemetry;
+use crate::token::LeaseToken;
 
 /// Releases the slot of `token` when dropped while armed, in the background (counted, so
 /// [`wait_for_releases`](crate::wait_for_releases) can wait for it).

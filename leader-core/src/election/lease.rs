@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Grant;
-use crate::{LeaseToken, telemetry};
+use crate::telemetry;
+use crate::token::LeaseToken;
 
 tokio::task_local! {
     static CURRENT: Lease;

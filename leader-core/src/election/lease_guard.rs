@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::guard::SlotGuard;
 use super::lease::{Lease, LossReason};
 use super::renewal::{Renewal, renew_once, supervise};
-use crate::Error;
+use crate::error::Error;
 use crate::store::{LeaseStore, ReleaseOutcome};
 
 /// One slot of a group, held from [`acquire`](crate::LeaderGroupElector::acquire) until

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::duration::{positive, renew_interval, within_limit};
+use crate::error::Error;
 use crate::holder::{check_holder_id, default_holder_id};
-use crate::{Error, KeyOptions};
+use crate::key::KeyOptions;
 
 /// Default [`LeaderElectionOptions::lease_time`]: 30 seconds.
 pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(30);

@@ -6,9 +6,10 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::lease::{Lease, LossReason};
+use crate::error::Error;
 use crate::outage::OutageLog;
 use crate::store::{LeaseStore, RenewOutcome};
-use crate::{Error, telemetry};
+use crate::telemetry;
 
 /// Watches `lease` until it is lost, renewing it every `renew_interval` if that is set.
 ///

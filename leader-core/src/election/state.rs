@@ -1,6 +1,6 @@
 //! [`LeaderGroupState`]: who holds a group's slots now.
 
-use crate::SlotInfo;
+use crate::store::SlotInfo;
 
 /// A group's slots as the store reported them.
 ///

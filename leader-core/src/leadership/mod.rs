@@ -17,7 +17,10 @@ pub use options::{LeadershipOptions, WhenUncoordinated};
 pub use registry::{LeadershipRegistry, Roles};
 pub use status::{LeadershipDescription, LeadershipHealth, LeadershipStatus};
 
-use crate::{Error, Lease, LeaseStore, telemetry};
+use crate::election::Lease;
+use crate::error::Error;
+use crate::store::LeaseStore;
+use crate::telemetry;
 
 /// Leadership of one role, kept by a background task: candidates try to take a slot of the
 /// role's group, the holder renews it every `renew_interval`, and a refused renewal or a

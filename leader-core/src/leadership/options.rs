@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::duration::{positive, renew_interval, within_limit};
+use crate::election::DEFAULT_LEASE_TIME;
+use crate::error::Error;
 use crate::holder::{check_holder_id, default_holder_id};
-use crate::{DEFAULT_LEASE_TIME, Error, KeyOptions};
+use crate::key::KeyOptions;
 
 /// What a leadership does over a store that does not coordinate (a
 /// [`DisabledStore`](crate::DisabledStore)).

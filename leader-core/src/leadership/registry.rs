@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use super::{Leadership, LeadershipOptions, LeadershipSettings};
-use crate::{Error, LeaseStore, check_name};
+use crate::error::Error;
+use crate::key::check_name;
+use crate::store::LeaseStore;
 
 /// Roles to start together over one store, each with its own options.
 ///

@@ -16,9 +16,11 @@ use crate::election::candidate::{self, Won};
 use crate::election::guard::SlotGuard;
 use crate::election::lease::{Lease, LossHook, LossReason};
 use crate::election::renewal::keep_renewing;
+use crate::error::Error;
 use crate::outage::OutageLog;
 use crate::store::{AcquireRequest, Grant};
-use crate::{Error, LeaseToken, telemetry};
+use crate::telemetry;
+use crate::token::LeaseToken;
 
 /// What the loop does next.
 enum Next {

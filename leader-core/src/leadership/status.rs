@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::options::WhenUncoordinated;
-use crate::Error;
+use crate::error::Error;
 
 /// A leadership's state, as [`Leadership::subscribe`](crate::Leadership::subscribe) reports
 /// every change of it.

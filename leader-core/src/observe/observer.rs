@@ -4,8 +4,10 @@ use futures_util::Stream;
 use tokio::sync::watch;
 
 use super::reader::{self, Reader, Seen};
+use crate::election::LeaderGroupState;
+use crate::error::Error;
+use crate::key::KeyOptions;
 use crate::store::SharedStore;
-use crate::{Error, KeyOptions, LeaderGroupState};
 
 /// Who holds a group's slots, kept current by the store's events: made from a store and
 /// the group's name ([`start`](Self::start), or [`start_with_keys`](Self::start_with_keys)

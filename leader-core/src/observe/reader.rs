@@ -10,9 +10,10 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
+use crate::error::Error;
 use crate::share::{Share, Shares};
 use crate::store::{GroupSnapshot, GroupWatch, SharedStore};
-use crate::{Error, telemetry};
+use crate::telemetry;
 
 /// How long after a slot's expiry (as the last read saw it) the reader looks again: the
 /// store rounds a slot's time to live down, so the slot is gone, or renewed, by then.
@@ -208,7 +209,7 @@ fn same_holders(a: &GroupSnapshot, b: &GroupSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryStore;
+    use crate::store::MemoryStore;
 
     #[tokio::test]
     async fn observers_of_one_store_share_a_reader_that_goes_with_the_last() {

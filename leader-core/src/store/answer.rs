@@ -10,7 +10,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, ReleaseOutcome, RenewOutcome};
 
 /// One operation's answer: its outcome code and whichever fields the code comes with.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The deadline of one store operation: every call the operation makes (getting a
 /// connection, the statement or script, a retry, a diagnosis) runs within it.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LeaseStore, MemoryStore};
-use crate::Error;
+use crate::error::Error;
 
 /// A store that electors, leaderships and tools share: what [`connect`] returns.
 pub type SharedStore = Arc<dyn LeaseStore>;

@@ -8,7 +8,8 @@ use super::{
     AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
     ReleaseOutcome, RenewOutcome,
 };
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// A store that coordinates nothing: every acquire is granted (fence 0), every renewal
 /// succeeds, nothing is kept.

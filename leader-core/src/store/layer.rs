@@ -17,7 +17,8 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotRef,
 };
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// What a layer does around each call of the store it wraps (`inner`). Every method
 /// forwards by default; override the ones to change, and wrap the store with

@@ -12,7 +12,8 @@ use super::{
     AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
     ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// An in-process store with the same semantics as the Redis store.
 ///

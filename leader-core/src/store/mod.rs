@@ -60,7 +60,8 @@ pub use memory::MemoryStore;
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
 pub use watch::{GroupSignal, GroupWatch};
 
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// `call`'s result, a store error in it located at `endpoint` (each store's trait methods
 /// run through here, so every error names where the store is).

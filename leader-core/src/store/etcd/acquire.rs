@@ -37,7 +37,7 @@ use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, Slot, SlotValue, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
 use super::slots::Held;
-use crate::Error;
+use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_client::ConnectOptions;
 
 use super::EtcdStore;
-use crate::Error;
+use crate::error::Error;
 use crate::store::{DEFAULT_COMMAND_TIMEOUT, url};
 
 /// Configures an [`EtcdStore`]: made by [`EtcdStore::builder`], finished by

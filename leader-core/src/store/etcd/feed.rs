@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use super::hints::Hints;
 use super::layout::{GroupKeys, Part};
 use super::members::Members;
-use crate::Error;
+use crate::error::Error;
 use crate::share::{Share, Shares};
 use crate::store::bound::Bound;
 use crate::store::resubscribe::{Subscription, keep};

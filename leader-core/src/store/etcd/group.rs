@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use etcd_client::KeyValue;
 
 use super::layout::{GroupKeys, Marker, Part, Slot, read_marker};
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// A group as one read saw it.
 #[derive(Debug, Default)]

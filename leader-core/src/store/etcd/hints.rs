@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::LeaseToken;
+use crate::token::LeaseToken;
 
 /// How many groups (and tokens) the hints keep before they start again (a lost hint costs a
 /// read; a lost token's leases expire by themselves, since nothing keeps them alive).

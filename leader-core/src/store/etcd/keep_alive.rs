@@ -10,7 +10,7 @@ use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 
 use super::EtcdStore;
 use super::members::lease_not_found;
-use crate::Error;
+use crate::error::Error;
 use crate::store::bound::Bound;
 
 /// How many leases' streams a store keeps before it lets them all go (they are opened again

@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use etcd_client::KeyValue;
 
 use super::MAX_TTL_SECS;
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// The longest group key this store takes, in bytes: each transaction carries the key a
 /// few times, and etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default).

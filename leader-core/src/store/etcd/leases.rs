@@ -24,8 +24,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EtcdStore;
+use crate::error::Error;
 use crate::store::bound::Bound;
-use crate::{Error, LeaseToken};
+use crate::token::LeaseToken;
 
 /// How many unused leases a store keeps per TTL.
 const POOLED_PER_TTL: usize = 64;

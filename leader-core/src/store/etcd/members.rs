@@ -8,7 +8,7 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 use tokio::sync::OnceCell;
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::bound::Bound;
 
 /// How the store reaches its cluster.

@@ -96,8 +96,9 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
+use crate::error::Error;
 use crate::store::watch::Interest;
-use crate::{Error, LeaseToken};
+use crate::token::LeaseToken;
 
 /// etcd's longest lease TTL, in seconds (`MaxLeaseTTL`).
 pub(crate) const MAX_TTL_SECS: i64 = 9_000_000_000;

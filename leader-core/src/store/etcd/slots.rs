@@ -25,9 +25,10 @@ use tokio::time::Instant;
 use super::EtcdStore;
 use super::layout::{GroupKeys, Slot, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
+use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
-use crate::{Error, LeaseToken};
+use crate::token::LeaseToken;
 
 /// A slot this process holds (or found by reading its group).
 #[derive(Debug, Clone)]

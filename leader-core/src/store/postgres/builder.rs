@@ -13,7 +13,7 @@ use super::notify::Notifications;
 use super::schema::Names;
 use super::tls;
 use super::{Inner, PostgresStore};
-use crate::Error;
+use crate::error::Error;
 use crate::store::url::redact;
 
 use crate::store::DEFAULT_COMMAND_TIMEOUT;

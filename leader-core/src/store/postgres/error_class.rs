@@ -2,7 +2,7 @@
 
 use deadpool_postgres::tokio_postgres::{self, error::SqlState};
 
-use crate::Error;
+use crate::error::Error;
 
 /// How the store treats a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,8 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// Leader groups kept in PostgreSQL.
 ///

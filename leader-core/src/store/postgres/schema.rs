@@ -3,7 +3,7 @@
 
 use deadpool_postgres::tokio_postgres::Client;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The schema text, one file per operation as the Redis store has one script per
 /// operation; `__S__`, `__P__`, `__C__` and `__V__` are the schema, the name prefix, the

@@ -6,7 +6,7 @@ use deadpool_postgres::tokio_postgres;
 #[cfg(not(feature = "postgres-tls"))]
 use deadpool_postgres::tokio_postgres::config::SslMode;
 
-use crate::Error;
+use crate::error::Error;
 
 /// What the store's connections (its pool and its `LISTEN` connection) are made with.
 #[cfg(feature = "postgres-tls")]

@@ -9,7 +9,7 @@ use redis::sentinel::SentinelClient;
 use super::connection::ConnectionSource;
 use super::pubsub::SubscriberSource;
 use super::{RedisStore, Timings};
-use crate::Error;
+use crate::error::Error;
 use crate::store::url;
 
 use crate::store::DEFAULT_COMMAND_TIMEOUT;

@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use super::RedisStore;
 use super::connection::SharedConnection;
 use super::scripts::GroupKeys;
-use crate::Error;
+use crate::error::Error;
 
 /// Where one group lives in Redis: its keys, which share one hash tag (so a Cluster keeps
 /// them on one slot), and the channels its grants and releases are published on.

@@ -32,7 +32,8 @@ use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotRef,
 };
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// Leader groups kept in Redis or Valkey.
 ///

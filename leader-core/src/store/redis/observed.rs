@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use super::RedisStore;
-use crate::Error;
 use crate::backoff::{Backoff, FIRST_PAUSE, SUBSCRIPTION_CEILING};
+use crate::error::Error;
 use crate::share::{Share, Shares};
 
 /// How long one announcement lasts: the most a crashed observer's process keeps a group's

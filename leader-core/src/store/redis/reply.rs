@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,

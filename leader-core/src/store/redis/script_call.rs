@@ -2,7 +2,7 @@
 //! `unstable-script-calls`; not a stable API).
 
 use super::scripts::{ACQUIRE, GroupKeys, RELEASE};
-use crate::Error;
+use crate::error::Error;
 
 /// A script call as the store sends it: the script's source (to `SCRIPT LOAD`) and the
 /// arguments after `EVALSHA <sha1>`. For the bench's ceiling measurement, which replays the

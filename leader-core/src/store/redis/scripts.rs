@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 
 use redis::{RedisWrite, Script, ToRedisArgs};
 
-use crate::{Error, LeaseToken};
+use crate::error::Error;
+use crate::token::LeaseToken;
 
 /// One script, by the SHA1 that EVALSHA names and the source that EVAL sends on NOSCRIPT.
 pub(crate) struct LuaScript {
