@@ -385,3 +385,69 @@ async fn one_deadline_bounds_an_operation_and_its_retry() {
     // A deadline of its own for the retry would end at 1.5 s + 2 s at the soonest.
     assert!(took < Duration::from_millis(3_400), "the retry had a deadline of its own: {took:?}");
 }
+
+/// Candidates dropped while their acquires are on their way (waiters whose callers gave
+/// up: a timeout around `run_if_leader`), among observers coming and going and another
+/// store taking and releasing the slot, leave no slot behind, though the server may run an
+/// acquire after the candidate's background release: that release waits for the acquire
+/// it follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn candidates_dropped_while_their_acquires_are_on_their_way_leave_no_slot() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    let other = PostgresStore::connect(&server.url()).await.unwrap();
+    let key = "leader:dropped";
+    let options = |wait: Duration| {
+        LeaderElectionOptions::new()
+            .wait_time(wait)
+            .lease_time(60 * SECOND)
+            .keys(KeyOptions::new().exact_key(key))
+    };
+    let observing = LeaderElector::new(store.clone(), options(Duration::ZERO)).unwrap();
+    let waiting = LeaderElector::new(store.clone(), options(Duration::from_millis(200))).unwrap();
+    let taking = LeaderElector::new(other.clone(), options(Duration::ZERO)).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let taker = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            while !stop.is_cancelled() {
+                if let Ok(Some(guard)) = taking.acquire("dropped").await {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let _ = guard.release().await;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (observing, waiting) = (observing.clone(), waiting.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..400u64 {
+                if task % 4 == 3 {
+                    let gives_up = Duration::from_millis(i % 7 + 1);
+                    let _ = tokio::time::timeout(
+                        gives_up,
+                        waiting.run_if_leader("dropped", |_| async {}),
+                    )
+                    .await;
+                } else if let Ok(Ok(observer)) =
+                    tokio::time::timeout(5 * SECOND, observing.observe("dropped")).await
+                {
+                    drop(observer);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(120 * SECOND, task).await.expect("no hang").expect("no panic");
+    }
+    stop.cancel();
+    taker.await.unwrap();
+    tokio::time::timeout(20 * SECOND, leader::wait_for_releases()).await.expect("releases done");
+    support::eventually(10 * SECOND, "no slot held by a candidate that is gone", || async {
+        other.state(key).await.unwrap().leaders.is_empty()
+    })
+    .await;
+}

@@ -14,6 +14,7 @@ use super::schema::Names;
 use super::tls;
 use super::{Inner, PostgresStore};
 use crate::error::Error;
+use crate::share::Shares;
 use crate::store::url::redact;
 
 use crate::store::DEFAULT_COMMAND_TIMEOUT;
@@ -201,6 +202,7 @@ impl PostgresStoreBuilder {
                 command_timeout,
                 schema_ready: OnceCell::new(),
                 releases,
+                acquiring: Shares::new(),
                 // "postgres host:port/database": what follows the store's kind.
                 endpoint: description.split_once(' ').map_or("", |(_, at)| at).to_owned(),
                 description,

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use deadpool_postgres::tokio_postgres::types::ToSql;
 use deadpool_postgres::tokio_postgres::{self, Row};
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, watch};
 
 use self::error_class::Class;
 use self::notify::Notifications;
@@ -28,6 +28,7 @@ use super::{
     RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::error::Error;
+use crate::share::Shares;
 use crate::token::LeaseToken;
 
 /// Leader groups kept in PostgreSQL.
@@ -76,6 +77,9 @@ struct Inner {
     /// Made once per store, on first use (or by `migrate`).
     schema_ready: OnceCell<()>,
     releases: Notifications,
+    /// The acquires this store has sent and the server may still run, by token: each ends
+    /// (`true`) once its statement has, whether or not its caller still waits.
+    acquiring: Shares<LeaseToken, watch::Receiver<bool>>,
     /// Host, port and database, for `Debug` and errors (never the password).
     description: String,
     /// The same without the store's kind, for errors.
@@ -206,6 +210,57 @@ impl PostgresStore {
         }
     }
 
+    /// Runs an acquire's statement to its end in a task of its own, so a caller that gives
+    /// up (a dropped future) does not leave it running unseen on the server: a release or
+    /// revocation of the same token waits for it ([`after_acquiring`](Self::after_acquiring))
+    /// instead of overtaking it on another connection and finding nothing, which left the
+    /// slot the statement granted next held by nobody for its whole lease.
+    async fn acquire_to_the_end(
+        &self,
+        request: AcquireRequest<'_>,
+        max: i32,
+    ) -> Result<Vec<Row>, Error> {
+        let (ended, acquiring) = watch::channel(false);
+        let flight = self.inner.acquiring.get_or_start(&request.token, |_| false, || acquiring);
+        let store = self.clone();
+        let (key, token, holder) =
+            (request.key.to_owned(), request.token.to_string(), request.holder.to_owned());
+        let lease = millis(request.lease_time);
+        let statement = tokio::spawn(async move {
+            let params: [&(dyn ToSql + Sync); 5] = [&key, &token, &holder, &lease, &max];
+            let sql = &store.inner.names.acquire_sql;
+            let rows = store.query(Call::candidate("acquire", sql), &params).await;
+            ended.send_replace(true);
+            drop(flight);
+            rows
+        });
+        match statement.await {
+            Ok(rows) => rows,
+            Err(failed) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
+            Err(cancelled) => Err(Error::Unavailable {
+                store: "postgres",
+                endpoint: String::new(),
+                operation: "acquire",
+                cause: Box::new(cancelled),
+            }),
+        }
+    }
+
+    /// Waits, within `operation`'s deadline, for an acquire of `token` this store sent and
+    /// the server may still run.
+    async fn after_acquiring(
+        &self,
+        token: LeaseToken,
+        operation: &'static str,
+    ) -> Result<(), Error> {
+        let mut acquiring = None;
+        self.inner.acquiring.with(&token, |ended| acquiring = Some(ended.clone()));
+        if let Some(mut ended) = acquiring {
+            let _ = self.bound(operation).run(ended.wait_for(|ended| *ended)).await?;
+        }
+        Ok(())
+    }
+
     /// Asks the server to cancel what `client` runs (in a task: the caller has given up
     /// already), so a statement waiting for a group's lock does not grant a slot later.
     fn cancel(&self, client: &deadpool_postgres::Object, operation: &'static str) {
@@ -295,12 +350,7 @@ impl LeaseStore for PostgresStore {
                     ),
                 ));
             }
-            let sql = &self.inner.names.acquire_sql;
-            let token = request.token.to_string();
-            let lease = millis(request.lease_time);
-            let params: [&(dyn ToSql + Sync); 5] =
-                [&request.key, &token, &request.holder, &lease, &max];
-            let rows = self.query(Call::candidate("acquire", sql), &params).await?;
+            let rows = self.acquire_to_the_end(request, max).await?;
             let row = rows.first().ok_or_else(|| unexpected("acquire", "no row"))?;
             // [outcome, fence, acquired_us, expires_us, now_us, existing_max]
             let fields: Vec<Option<i64>> = row.try_get(0).map_err(|e| decode("acquire", e))?;
@@ -356,6 +406,7 @@ impl LeaseStore for PostgresStore {
     ) -> Result<ReleaseOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
             crate::duration::within_limit("min_lease_time", min_lease_time)?;
+            self.after_acquiring(token, "release").await?;
             let sql = &self.inner.names.release_sql;
             let (token, min_lease) = (token.to_string(), millis(min_lease_time));
             let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &min_lease];
@@ -383,6 +434,9 @@ impl LeaseStore for PostgresStore {
         how: Revocation,
     ) -> Result<ReleaseOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
+            if let SlotRef::Token(token) = slot {
+                self.after_acquiring(token, "revoke").await?;
+            }
             let sql = &self.inner.names.revoke_sql;
             let (token, fence) = match slot {
                 SlotRef::Token(token) => (Some(token.to_string()), None),
