@@ -112,14 +112,20 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
     );
 }
 
+/// A grant too few replicas acknowledged is reported as such (`NotReplicated`) even when
+/// giving it back fails: here the store's requests are held back (a proxy) from the moment
+/// its WAIT runs, so the WAIT's answer still comes and the compensating release gets none.
+/// (Pausing the server's writes instead, as this test once did, can hold up the WAIT's own
+/// timeout on the server, and the acquire then times out as a whole.)
 #[tokio::test]
 async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails() {
+    use support::proxy::{Fault, Proxy};
+
     let (primary, replica) = primary_with_a_synced_replica().await;
-    // Timings with room for a busy machine: the WAIT lasts 3 s, so the poll below (a
-    // redis-cli spawned every 50 ms, slow on a loaded machine) sees it before it ends; the
-    // grant's script and its WAIT have the command timeout beside the wait, and the pause
-    // outlasts the compensating release's own command timeout.
-    let store = RedisStore::builder(primary.url())
+    let proxy = Proxy::start(primary.port).await;
+    // The WAIT lasts 3 s, so the poll below (a redis-cli spawned every 50 ms, slow on a
+    // loaded machine) sees it before it ends.
+    let store = RedisStore::builder(format!("redis://127.0.0.1:{}", proxy.port))
         .command_timeout(2 * SECOND)
         .replica_ack(1, 3 * SECOND)
         .build()
@@ -129,19 +135,17 @@ async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fail
     })
     .await;
     replica.pause();
-    // While the grant waits for the replica, the primary stops taking writes (scripts
-    // included) for longer than the command timeout: the compensating release fails.
     let acquire = store.acquire(request("leader:unreleased", 1, token()));
-    let pause_writes = async {
-        // Polled gently: each look spawns a redis-cli.
+    let hold_requests = async {
         let deadline = Instant::now() + 10 * SECOND;
         while !primary.cli(&["CLIENT", "LIST"]).contains("cmd=wait") {
             assert!(Instant::now() < deadline, "the grant never waited for the replica");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        primary.cli(&["CLIENT", "PAUSE", "8000", "WRITE"]);
+        proxy.set(Fault::HoldRequests);
     };
-    let (outcome, ()) = tokio::join!(acquire, pause_writes);
+    let (outcome, ()) = tokio::join!(acquire, hold_requests);
+    proxy.set(Fault::None);
     replica.resume();
     let err = outcome.unwrap_err();
     assert!(matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, .. }), "{err:?}");

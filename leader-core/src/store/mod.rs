@@ -51,7 +51,10 @@ pub use deadpool_redis;
 pub use disabled::DisabledStore;
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdStore, EtcdStoreBuilder};
-/// The etcd-client version the etcd store is built on.
+/// The etcd-client version the etcd store is built on, for reading the store's keys with
+/// the same client (an operator's tool, a test): no API of the store takes its types, and a
+/// second copy of the client (with its own protoc build) is what depending on it directly
+/// at another version would cost.
 #[cfg(feature = "etcd")]
 pub use etcd_client;
 pub use layer::{Layered, StoreLayer};
