@@ -16,7 +16,7 @@ use crate::token::LeaseToken;
 /// It is armed while an acquire is in flight (its reply may be lost) and while the slot is
 /// held, so a dropped future, a panic or a failed acquire never leaves a slot behind. The
 /// background release is tried again (with [`Backoff`], pauses of at most
-/// [`RELEASE_RETRY_CEILING`](crate::backoff::RELEASE_RETRY_CEILING)) while the store fails, until the store answers or
+/// [`RELEASE_RETRY_CEILING`]) while the store fails, until the store answers or
 /// [`release_retry_limit`] has passed: an acquire that timed out may still be run by a
 /// store that was paused, granting the slot whenever it wakes, and only a release the store
 /// answered after it gives that slot back.

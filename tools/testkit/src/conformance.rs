@@ -3,13 +3,15 @@
 //! make)` expands to one test per rule; `make` is a future giving the store and whatever
 //! must live as long as it (a server, say):
 //!
-//! ```ignore
+//! ```no_run
+//! // In a test file (tests/conformance.rs) of the crate that makes the store:
 //! use leader_testkit::conformance_suite;
 //!
 //! conformance_suite!(
-//!     #[tokio::test(start_paused = true)]
-//!     async { (my_store::MyStore::new(), ()) }
+//!     #[tokio::test]
+//!     async { (leader_core::MemoryStore::new(), ()) } // your store, and what it needs kept
 //! );
+//! # fn main() {}
 //! ```
 //!
 //! or [`run_all`] runs every rule one after another on one store.
