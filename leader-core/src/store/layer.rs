@@ -338,7 +338,7 @@ mod tests {
         let store = Layered::new(Nothing, Layered::new(Nothing, memory.clone()));
         let (key, token) = ("leader:layered", LeaseToken::generate().unwrap());
         let mut changes = store.watch_changes(key).await.unwrap();
-        let releases = store.watch_releases(key).await.unwrap();
+        let mut releases = store.watch_releases(key).await.unwrap();
         let AcquireOutcome::Granted(Grant { fence, .. }) =
             store.acquire(request(key, token)).await.unwrap()
         else {
@@ -354,7 +354,9 @@ mod tests {
         assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
         let released = store.release(key, token, Duration::ZERO).await.unwrap();
         assert_eq!(released, ReleaseOutcome::Released);
-        drop(releases);
+        tokio::time::timeout(Duration::from_secs(1), releases.woken())
+            .await
+            .expect("the release woke the release watch");
         let other = LeaseToken::generate().unwrap();
         store.acquire(request(key, other)).await.unwrap();
         let revoked = store.revoke(key, SlotRef::Token(other), Revocation::Now).await.unwrap();
