@@ -15,6 +15,15 @@ pub(crate) const CANDIDATE_CEILING: Duration = Duration::from_secs(1);
 /// since a paused store may wake any moment holding a slot nobody holds.
 pub(crate) const RELEASE_RETRY_CEILING: Duration = Duration::from_millis(250);
 
+/// The first pause before a PostgreSQL statement the server rolled back (a serialization
+/// failure, a deadlock) is sent again: contention passes within milliseconds.
+#[cfg(feature = "postgres")]
+pub(crate) const STATEMENT_RETRY_PAUSE: Duration = Duration::from_millis(1);
+
+/// The first pause before an etcd call that failed on one member is made on the next.
+#[cfg(feature = "etcd")]
+pub(crate) const MEMBER_RETRY_PAUSE: Duration = Duration::from_millis(5);
+
 /// The longest pause between attempts to make a subscription again (a notification
 /// connection, an etcd watch, an observed group's announcement, an observer's read).
 pub(crate) const SUBSCRIPTION_CEILING: Duration = Duration::from_secs(2);

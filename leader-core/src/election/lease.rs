@@ -163,9 +163,10 @@ impl Lease {
         CURRENT.try_with(Lease::clone).ok()
     }
 
-    /// Runs `future` with this lease as [`Lease::current`].
-    pub(crate) async fn scope<F: Future>(self, future: F) -> F::Output {
-        CURRENT.scope(self, future).await
+    /// Runs `future` with this lease as [`Lease::current`] (the task-local's own future: an
+    /// `async fn` here would hold the body's future twice).
+    pub(crate) fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        CURRENT.scope(self, future)
     }
 
     /// The group or role name the lease was won for.

@@ -8,6 +8,8 @@
 mod answer;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod bound;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
+mod class;
 mod connect;
 mod disabled;
 #[cfg(feature = "etcd")]
@@ -68,12 +70,16 @@ use crate::token::LeaseToken;
 
 /// `call`'s result, a store error in it located at `endpoint` (each store's trait methods
 /// run through here, so every error names where the store is).
+///
+/// A combinator, not an `async fn`: an `async fn` keeps its future argument beside the
+/// future it awaits, doubling the size of every call's future (and the bytes moved when the
+/// trait boxes it).
 #[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "etcd")), allow(dead_code))]
-pub(crate) async fn located<T>(
-    endpoint: &str,
-    call: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    call.await.map_err(|error| error.at(endpoint))
+pub(crate) fn located<'a, T>(
+    endpoint: &'a str,
+    call: impl Future<Output = Result<T, Error>> + 'a,
+) -> impl Future<Output = Result<T, Error>> + 'a {
+    futures_util::TryFutureExt::map_err(call, move |error| error.at(endpoint))
 }
 
 /// How long one store operation may take before it fails with [`Error::Timeout`], for every

@@ -8,8 +8,10 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 use tokio::sync::OnceCell;
 
+use crate::backoff::MEMBER_RETRY_PAUSE;
 use crate::error::Error;
-use crate::store::bound::Bound;
+use crate::store::bound::{Bound, Failed, Then};
+use crate::store::class::Class;
 
 /// How the store reaches its cluster.
 pub(crate) struct Members {
@@ -21,17 +23,6 @@ pub(crate) struct Members {
     clients: Vec<OnceCell<Client>>,
     /// The member calls go to first; moved on after a transient failure.
     preferred: AtomicUsize,
-}
-
-/// What a failed call means.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// The member could not answer (down, unreachable, no leader, overloaded): another
-    /// member, or the same one later, may.
-    Transient(etcd_client::Error),
-    /// Only a change of configuration or input helps (credentials refused, a permission
-    /// missing, a request etcd refuses).
-    Permanent(etcd_client::Error),
 }
 
 impl Members {
@@ -90,14 +81,14 @@ impl Members {
     }
 
     /// Runs `call` on the preferred member within `bound`; after a transient failure, on the
-    /// next member (after 5 ms, doubling), until the deadline. Each attempt has an equal
+    /// next member (after [`MEMBER_RETRY_PAUSE`], doubling), until the deadline. Each attempt has an equal
     /// share of the time left among the members not tried yet, so a member that does not
     /// answer at all (dead, paused, cut off) leaves time for the others. Every call made
     /// through here must be safe to make twice: reads, keep-alives, revocations.
     pub(crate) async fn call<T, F>(
         &self,
         bound: &Bound,
-        call: impl FnMut(Client) -> F,
+        call: impl Fn(Client) -> F,
     ) -> Result<T, Error>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
@@ -113,7 +104,7 @@ impl Members {
     pub(crate) async fn call_write<T, F>(
         &self,
         bound: &Bound,
-        call: impl FnMut(Client) -> F,
+        call: impl Fn(Client) -> F,
     ) -> Result<T, Error>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
@@ -125,64 +116,61 @@ impl Members {
         &self,
         bound: &Bound,
         resend_unanswered: bool,
-        mut call: impl FnMut(Client) -> F,
+        call: impl Fn(Client) -> F,
     ) -> Result<T, Error>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let mut pause = Duration::from_millis(5);
-        let mut untried = self.endpoints.len().max(1);
-        loop {
-            let (member, client) = self.client(bound).await;
-            let client = match client {
-                Ok(client) => client,
-                Err(error) if error.is_transient() && bound.leaves(pause) => {
-                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], %error, "etcd member unreachable; trying the next");
-                    self.leave(member);
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                    continue;
+        bound
+            .retry(MEMBER_RETRY_PAUSE, |tries| {
+                let call = &call;
+                async move {
+                    let (member, client) = self.client(bound).await;
+                    let endpoint = &self.endpoints[member];
+                    let client = client.map_err(|error| {
+                        if !error.is_transient() {
+                            return Failed::stop(error);
+                        }
+                        tracing::debug!(operation = bound.operation(), %endpoint, %error, "etcd member unreachable");
+                        self.leave(member);
+                        Failed { error, then: Then::AfterPause }
+                    })?;
+                    // An equal share of the time left for each member not tried yet.
+                    let untried = self.count().saturating_sub(tries.made as usize).max(1);
+                    let share = bound.left() / u32::try_from(untried).unwrap_or(u32::MAX);
+                    let error = match bound.run(tokio::time::timeout(share, call(client))).await {
+                        Ok(Ok(Ok(value))) => return Ok(value),
+                        Ok(Ok(Err(error))) => error,
+                        Ok(Err(_)) if resend_unanswered => {
+                            tracing::debug!(operation = bound.operation(), %endpoint, "etcd member did not answer");
+                            self.leave(member);
+                            return Err(Failed { error: bound.timed_out(), then: Then::AtOnce });
+                        }
+                        Ok(Err(_)) | Err(_) => {
+                            self.leave(member);
+                            return Err(Failed::stop(bound.timed_out()));
+                        }
+                    };
+                    match classify(&error) {
+                        Class::Permanent => Err(Failed::stop(permanent(bound.operation(), &error))),
+                        _ => {
+                            tracing::debug!(operation = bound.operation(), %endpoint, %error, "etcd member failed");
+                            self.leave(member);
+                            let resend = resend_unanswered || never_taken(&error);
+                            let then = if resend { Then::AfterPause } else { Then::Stop };
+                            Err(Failed { error: self.unavailable(bound.operation(), error), then })
+                        }
+                    }
                 }
-                Err(error) => return Err(error),
-            };
-            let share = bound.left() / u32::try_from(untried).unwrap_or(1).max(1);
-            untried = untried.saturating_sub(1).max(1);
-            let error = match bound.run(tokio::time::timeout(share, call(client))).await {
-                Ok(Ok(Ok(value))) => return Ok(value),
-                Ok(Ok(Err(error))) => error,
-                Ok(Err(_)) if resend_unanswered && bound.leaves(pause) => {
-                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], "etcd member did not answer; trying the next");
-                    self.leave(member);
-                    continue;
-                }
-                Ok(Err(_)) | Err(_) => {
-                    self.leave(member);
-                    return Err(bound.timed_out());
-                }
-            };
-            match classify(error) {
-                Failure::Transient(error)
-                    if bound.leaves(pause) && (resend_unanswered || never_taken(&error)) =>
-                {
-                    tracing::debug!(operation = bound.operation(), endpoint = %self.endpoints[member], %error, "etcd member failed; trying the next");
-                    self.leave(member);
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Failure::Transient(error) => {
-                    self.leave(member);
-                    return Err(self.unavailable(bound.operation(), error));
-                }
-                Failure::Permanent(error) => return Err(permanent(bound.operation(), &error)),
-            }
-        }
+            })
+            .await
     }
 
     /// The error of a failed call.
     pub(crate) fn to_error(&self, operation: &'static str, error: etcd_client::Error) -> Error {
-        match classify(error) {
-            Failure::Transient(error) => self.unavailable(operation, error),
-            Failure::Permanent(error) => permanent(operation, &error),
+        match classify(&error) {
+            Class::Permanent => permanent(operation, &error),
+            _ => self.unavailable(operation, error),
         }
     }
 
@@ -240,35 +228,37 @@ fn permanent(operation: &'static str, error: &etcd_client::Error) -> Error {
     Error::Store { store: "etcd", endpoint: String::new(), operation, message }
 }
 
-/// What a failure of the client means, by its gRPC code and etcd's message.
-pub(crate) fn classify(error: etcd_client::Error) -> Failure {
+/// What a failure of the client means, by its gRPC code and etcd's message: a member that
+/// could not answer (down, unreachable, no leader, overloaded) is [`Class::Unavailable`],
+/// and another member, or the same one later, may answer.
+pub(crate) fn classify(error: &etcd_client::Error) -> Class {
     use etcd_client::Error as E;
-    match &error {
+    match error {
         E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::LeaseKeepAliveError(_) => {
-            Failure::Transient(error)
+            Class::Unavailable
         }
         E::GRpcStatus(status) => match status.code() {
             // "mvcc: database space exceeded": only an operator (compaction, defrag, a
             // larger quota) helps.
-            _ if status.message().contains("space exceeded") => Failure::Permanent(error),
+            _ if status.message().contains("space exceeded") => Class::Permanent,
             // The auth store moved on under the client's token: the next call uses a new one.
-            _ if status.message().contains("auth store is old") => Failure::Transient(error),
+            _ if status.message().contains("auth store is old") => Class::Unavailable,
             tonic::Code::Unavailable
             | tonic::Code::DeadlineExceeded
             | tonic::Code::Aborted
             | tonic::Code::Cancelled
-            | tonic::Code::ResourceExhausted => Failure::Transient(error),
+            | tonic::Code::ResourceExhausted => Class::Unavailable,
             // The client's own failures (a connection reset, an HTTP/2 error: "transport
             // error"), and etcd's "request timed out", "leader changed", "no leader" from
             // versions that send them without a code. etcd's refusals all have a code.
-            tonic::Code::Unknown | tonic::Code::Internal => Failure::Transient(error),
+            tonic::Code::Unknown | tonic::Code::Internal => Class::Unavailable,
             tonic::Code::Unauthenticated if status.message().contains("invalid auth token") => {
                 // An expired token: the client authenticates again on the next call.
-                Failure::Transient(error)
+                Class::Unavailable
             }
-            _ => Failure::Permanent(error),
+            _ => Class::Permanent,
         },
-        _ => Failure::Permanent(error),
+        _ => Class::Permanent,
     }
 }
 

@@ -1,22 +1,10 @@
-//! What a PostgreSQL failure means for the caller, decided by its SQLSTATE in one table.
+//! What a PostgreSQL failure means for the caller (a [`Class`]), decided by its SQLSTATE in
+//! one table.
 
 use deadpool_postgres::tokio_postgres::{self, error::SqlState};
 
 use crate::error::Error;
-
-/// How the store treats a failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    /// The statement was rolled back and the same call may simply be made again at once
-    /// (a serialization failure or deadlock, a lock or statement timeout the role set).
-    Retry,
-    /// The server cannot answer now (shutting down, starting, a standby, overloaded, the
-    /// connection lost): a transient [`Error::Unavailable`].
-    Unavailable,
-    /// Only a change of configuration helps (a wrong password, a missing database or
-    /// privilege, a wrong table): a permanent [`Error::Store`] naming the cause.
-    Permanent,
-}
+use crate::store::class::Class;
 
 /// The SQLSTATEs (and classes, by their first two characters) that are not permanent.
 /// Everything else the server answers is [`Class::Permanent`].

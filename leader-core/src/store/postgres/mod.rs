@@ -17,16 +17,17 @@ use deadpool_postgres::tokio_postgres::types::ToSql;
 use deadpool_postgres::tokio_postgres::{self, Row};
 use tokio::sync::{OnceCell, watch};
 
-use self::error_class::Class;
 use self::notify::Notifications;
 use self::schema::{MAX_KEY_BYTES, Names};
 use self::tls::Connector;
 use super::answer::{Answer, Decode};
-use super::bound::Bound;
+use super::bound::{Bound, Failed, Then, Tries};
+use super::class::Class;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
+use crate::backoff::STATEMENT_RETRY_PAUSE;
 use crate::error::Error;
 use crate::share::Shares;
 use crate::token::LeaseToken;
@@ -87,6 +88,7 @@ struct Inner {
 }
 
 /// One operation's statement and what it is called in errors.
+#[derive(Clone, Copy)]
 struct Call<'a> {
     operation: &'static str,
     sql: &'a str,
@@ -152,9 +154,10 @@ impl PostgresStore {
 
     /// Runs one statement within one deadline of the command timeout, retries included (a
     /// candidate's operation makes the schema first if it is missing; see [`Call`]):
-    /// once on a new connection if the one it used was broken, and again at once (after
-    /// 1 ms, doubling) while the server rolled it back for a reason that passes by itself
-    /// (see [`Class::Retry`]). Every statement is idempotent for its token.
+    /// once on a new connection if the one it used was broken, and again (after
+    /// [`STATEMENT_RETRY_PAUSE`], doubling) while the server rolled it back for a reason
+    /// that passes by itself (see [`Class::Retry`]). Every statement is idempotent for its
+    /// token.
     ///
     /// A statement that outlives the deadline is cancelled on the server (a cancel request)
     /// and its connection closed, so it never grants a slot after its caller gave up; the
@@ -168,46 +171,50 @@ impl PostgresStore {
             self.schema_ready().await?;
         }
         let bound = self.bound(call.operation);
-        let (mut reconnected, mut pause) = (false, Duration::from_millis(1));
-        loop {
-            let client = match bound.run(self.inner.pool.get()).await? {
-                Ok(client) => client,
-                Err(error) => return Err(pool_error(call.operation, error)),
-            };
-            let run = async {
-                let statement = client.prepare_cached(call.sql).await?;
-                client.query(&statement, params).await
-            };
-            let error = match bound.run(run).await {
-                Ok(Ok(rows)) => return Ok(rows),
-                Ok(Err(error)) => error,
-                Err(timed_out) => {
-                    self.cancel(&client, call.operation);
-                    // A connection that does not answer is not given back to the pool.
-                    drop(deadpool_postgres::Object::take(client));
-                    return Err(timed_out);
-                }
-            };
-            let broken = error.is_closed() || client.is_closed();
-            if broken {
+        bound.retry(STATEMENT_RETRY_PAUSE, |tries| self.attempt(&bound, call, params, tries)).await
+    }
+
+    /// One attempt of [`query`](Self::query): the statement on a pooled connection, and
+    /// what its failure leaves to do.
+    async fn attempt(
+        &self,
+        bound: &Bound,
+        call: Call<'_>,
+        params: &[&(dyn ToSql + Sync)],
+        tries: Tries,
+    ) -> Result<Vec<Row>, Failed> {
+        let client = match bound.run(self.inner.pool.get()).await? {
+            Ok(client) => client,
+            Err(error) => return Err(Failed::stop(pool_error(call.operation, error))),
+        };
+        let run = async {
+            let statement = client.prepare_cached(call.sql).await?;
+            client.query(&statement, params).await
+        };
+        let error = match bound.run(run).await {
+            Ok(Ok(rows)) => return Ok(rows),
+            Ok(Err(error)) => error,
+            Err(timed_out) => {
+                self.cancel(&client, call.operation);
+                // A connection that does not answer is not given back to the pool.
                 drop(deadpool_postgres::Object::take(client));
+                return Err(Failed::stop(timed_out));
             }
-            if !call.makes_schema && error_class::names_a_missing_object(&error) {
-                return Ok(Vec::new()); // a read on a database without the schema
-            }
-            match error_class::class(&error) {
-                Class::Retry if bound.leaves(pause) => {
-                    tracing::debug!(operation = call.operation, %error, "rolled back; trying again");
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                _ if broken && !reconnected => {
-                    tracing::warn!(operation = call.operation, %error, "broken PostgreSQL connection; retrying on a new one");
-                    reconnected = true;
-                }
-                _ => return Err(error_class::to_error(call.operation, error)),
-            }
+        };
+        let broken = error.is_closed() || client.is_closed();
+        if broken {
+            drop(deadpool_postgres::Object::take(client));
         }
+        if !call.makes_schema && error_class::names_a_missing_object(&error) {
+            return Ok(Vec::new()); // a read on a database without the schema
+        }
+        let then = match error_class::class(&error) {
+            Class::Retry => Then::AfterPause,
+            // Once on a new connection: the pool may hold others the server dropped too.
+            _ if broken && tries.at_once == 0 => Then::AtOnce,
+            _ => Then::Stop,
+        };
+        Err(Failed { error: error_class::to_error(call.operation, error), then })
     }
 
     /// Runs an acquire's statement to its end in a task of its own, so a caller that gives

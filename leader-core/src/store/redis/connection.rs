@@ -110,6 +110,11 @@ pub(crate) enum CallFailure {
     Pool(PoolFailure),
     /// The server or the connection failed the call.
     Redis(RedisError),
+    /// A connection made earlier failed the call in a way a new connection may not: a
+    /// READONLY reply (it reached a primary that was since demoted) or a closed connection
+    /// (the server restarted, or Sentinel killed clients after a failover). The connection
+    /// is discarded (after READONLY, the pool's idle ones too).
+    Stale(RedisError),
     /// The server is older than the scripts need: its `redis_version`.
     Unsupported(String),
 }
@@ -173,6 +178,13 @@ impl Connections {
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false));
         }
+        // Boxed: the making of a connection is a large future, and every call's future
+        // would carry (and move) its size otherwise.
+        Box::pin(self.make_shared()).await
+    }
+
+    /// [`get`](Self::get)'s making of a new shared connection, one caller at a time.
+    async fn make_shared(&self) -> Result<(u64, SharedConnection, bool), CallFailure> {
         let _connecting = self.connecting.lock().await;
         if let Some((generation, connection)) = &*self.current() {
             return Ok((*generation, connection.clone(), false)); // another caller made it
@@ -207,14 +219,10 @@ impl Connections {
     /// wait, then they send EVALSHA again (and EVAL only if that still finds no script, as
     /// on another Cluster node).
     ///
-    /// Two failures of a connection made earlier are retried once on a new connection, since
-    /// every script is safe to repeat with the same token: a READONLY reply (the connection
-    /// reached a primary that was since demoted; the pool's idle connections are dropped
-    /// too) and a connection that turns out to be closed (the server restarted, or Sentinel
-    /// killed clients after a failover).
-    ///
     /// With `wait`, `WAIT replicas timeout_ms` follows the script in the same round trip,
-    /// and the replicas that acknowledged are returned with the script's reply.
+    /// and the replicas that acknowledged are returned with the script's reply. A failure
+    /// that a new connection may not meet is a [`CallFailure::Stale`]: every script is safe
+    /// to repeat with the same token, so the caller may make the call once more.
     pub(crate) async fn eval_then_wait(
         &self,
         lua: &LuaScript,
@@ -222,13 +230,13 @@ impl Connections {
         args: &[&dyn ToRedisArgsDyn],
         wait: Option<(u32, u64)>,
     ) -> Result<(Value, Option<i64>), CallFailure> {
-        let mut retried = false;
-        loop {
-            let (generation, mut connection, fresh) = self.get().await?;
-            let reloads = &self.reloads[lua.index];
-            let reloads_before = reloads.load(Ordering::Acquire);
-            let mut result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
-            if is_noscript(&result) {
+        let (generation, mut connection, fresh) = self.get().await?;
+        let reloads = &self.reloads[lua.index];
+        let reloads_before = reloads.load(Ordering::Acquire);
+        let mut result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
+        if is_noscript(&result) {
+            // Boxed, as the rare path it is, so it does not grow every call's future.
+            let reload = async {
                 let _reloading = self.reloading.lock().await;
                 if reloads.load(Ordering::Acquire) != reloads_before {
                     result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
@@ -238,25 +246,25 @@ impl Connections {
                     result = run(&mut connection, lua.source, keys, args, wait, "EVAL").await;
                     reloads.fetch_add(1, Ordering::AcqRel);
                 }
-            }
-            let error = match result {
-                Ok(reply) => return Ok(reply),
-                Err(error) => error,
             };
-            let read_only = error.code() == Some("READONLY");
-            let broken = error.is_io_error() || error.is_connection_dropped() || error.is_timeout();
-            if read_only || broken {
-                self.discard(generation);
-            }
-            if read_only {
-                self.source.forget_idle();
-            }
-            if retried || !(read_only || (broken && !fresh)) {
-                return Err(CallFailure::Redis(error));
-            }
-            tracing::warn!(script = lua.name, %error, "stale Redis connection; retrying on a new one");
-            retried = true;
+            Box::pin(reload).await;
         }
+        let error = match result {
+            Ok(reply) => return Ok(reply),
+            Err(error) => error,
+        };
+        let read_only = error.code() == Some("READONLY");
+        let broken = error.is_io_error() || error.is_connection_dropped() || error.is_timeout();
+        if read_only || broken {
+            self.discard(generation);
+        }
+        if read_only {
+            self.source.forget_idle();
+        }
+        if read_only || (broken && !fresh) {
+            return Err(CallFailure::Stale(error));
+        }
+        Err(CallFailure::Redis(error))
     }
 }
 

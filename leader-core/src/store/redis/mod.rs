@@ -27,7 +27,8 @@ pub use self::script_call::ScriptCall;
 use self::scripts::{
     ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, REVOKE, STATE, TokenArg, WATCH,
 };
-use super::bound::Bound;
+use super::bound::{Bound, Failed, Then};
+use super::class::Class;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
     RenewOutcome, Revocation, SlotRef,
@@ -175,15 +176,21 @@ impl RedisStore {
         let limit = self.command_timeout()
             + wait.map_or(Duration::ZERO, |(_, ms)| Duration::from_millis(ms));
         // One deadline for the whole operation: the call, its one retry on a new
-        // connection, and the diagnosis of a wrong-type key.
-        let call = async {
+        // connection after a stale one, and the diagnosis of a wrong-type key.
+        let bound = self.bound(operation, limit);
+        let call = bound.retry(Duration::ZERO, |tries| async move {
             match self.inner.connections.eval_then_wait(lua, keys, args, wait).await {
                 Ok(reply) => Ok(reply),
-                Err(CallFailure::Redis(error)) => Err(self.classify(operation, key, error).await),
-                Err(failure) => Err(connect_failure(operation, failure)),
+                Err(CallFailure::Stale(error)) if tries.made == 0 => {
+                    tracing::warn!(script = lua.name, %error, "stale Redis connection; retrying on a new one");
+                    Err(Failed { error: unavailable(operation, error), then: Then::AtOnce })
+                }
+                Err(CallFailure::Redis(error) | CallFailure::Stale(error)) => {
+                    Err(Failed::stop(self.classify(operation, key, error).await))
+                }
+                Err(failure) => Err(Failed::stop(connect_failure(operation, failure))),
             }
-        };
-        let bound = self.bound(operation, limit);
+        });
         bound.run(call).await.unwrap_or_else(|timed_out| {
             // A black-holed connection never answers: replace it.
             self.inner.connections.discard_current();
@@ -198,29 +205,17 @@ impl RedisStore {
         error: redis::RedisError,
     ) -> Error {
         if error.code() == Some("WRONGTYPE") {
-            let found = self.describe_types(key).await;
+            let found = Box::pin(self.describe_types(key)).await; // rare: kept out of every call's future
             return Error::WrongType { key: key.to_owned(), found };
         }
-        let transient_code = matches!(
-            error.code(),
-            Some(
-                "READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "BUSY" | "OOM"
-            )
-        );
-        if transient_code
-            || error.is_io_error()
-            || error.is_connection_dropped()
-            || error.is_connection_refusal()
-            || error.is_timeout()
-            || error.is_cluster_error()
-        {
-            return unavailable(operation, error);
-        }
-        Error::Store {
-            store: "redis",
-            endpoint: String::new(),
-            operation,
-            message: error.to_string(),
+        match class(&error) {
+            Class::Permanent => Error::Store {
+                store: "redis",
+                endpoint: String::new(),
+                operation,
+                message: error.to_string(),
+            },
+            Class::Retry | Class::Unavailable => unavailable(operation, error),
         }
     }
 
@@ -316,6 +311,27 @@ fn install_tls_provider() {
     }
 }
 
+/// What a failed call means: a server that is loading, without its primary, busy, out of
+/// memory or read-only, and a connection that failed, are [`Class::Unavailable`]; any other
+/// reply is [`Class::Permanent`].
+fn class(error: &redis::RedisError) -> Class {
+    let transient_code = matches!(
+        error.code(),
+        Some("READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "BUSY" | "OOM")
+    );
+    if transient_code
+        || error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_cluster_error()
+    {
+        Class::Unavailable
+    } else {
+        Class::Permanent
+    }
+}
+
 /// A failure to get a connection: unreachable, or a server too old for the scripts.
 fn connect_failure(operation: &'static str, failure: CallFailure) -> Error {
     match failure {
@@ -326,7 +342,7 @@ fn connect_failure(operation: &'static str, failure: CallFailure) -> Error {
         }
         CallFailure::Redis(error) if refused_credentials(&error) => refused(operation, &error),
         CallFailure::Pool(error) => unavailable(operation, error),
-        CallFailure::Redis(error) => unavailable(operation, error),
+        CallFailure::Redis(error) | CallFailure::Stale(error) => unavailable(operation, error),
         CallFailure::Unsupported(found) => {
             Error::UnsupportedServer { store: "redis", found, required: version::REQUIRED }
         }
