@@ -8,7 +8,9 @@
 //! - the last share's drop forgets the key only if no newcomer has started another value
 //!   meanwhile (a get that came after the last share went starts a fresh one);
 //! - what the value does when it goes (abort its task, withdraw an announcement) is its own
-//!   `Drop`, which runs after the key is forgotten, outside the lock.
+//!   `Drop`, which runs after the key is forgotten, outside the lock; or, where it must be
+//!   ordered with the next value's start (PostgreSQL's announcements, queued on one
+//!   connection), a `last_out` hook run under the lock.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -16,7 +18,11 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-type Map<K, V> = Mutex<HashMap<K, Weak<Held<K, V>>>>;
+/// The map, and what runs under its lock when a value's last share goes.
+struct Map<K: Eq + Hash, V> {
+    entries: Mutex<HashMap<K, Weak<Held<K, V>>>>,
+    last_out: Option<fn(&V)>,
+}
 
 /// The values kept per key; see the module's docs.
 pub(crate) struct Shares<K: Eq + Hash, V> {
@@ -35,11 +41,22 @@ struct Held<K: Eq + Hash, V> {
 impl<K: Eq + Hash + Clone, V> Shares<K, V> {
     /// No values yet.
     pub(crate) fn new() -> Self {
-        Shares { map: Arc::default() }
+        Shares { map: Arc::new(Map { entries: Mutex::default(), last_out: None }) }
+    }
+
+    /// No values yet; `last_out` runs with each value whose last share goes, under the lock
+    /// [`get_or_start`](Self::get_or_start)'s `start` runs under. So what a value's start
+    /// and its end send somewhere (an announcement, its withdrawal) is sent in the order
+    /// the starts and ends happened, even when a newcomer starts the key's next value
+    /// while the last share of the one before is going. It must not wait, nor get from
+    /// these shares.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] // PostgreSQL's announcements
+    pub(crate) fn with_last_out(last_out: fn(&V)) -> Self {
+        Shares { map: Arc::new(Map { entries: Mutex::default(), last_out: Some(last_out) }) }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<K, Weak<Held<K, V>>>> {
-        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.map.lock()
     }
 
     /// A share of `key`'s live value if `reuse` accepts it, or of a new one from `start`
@@ -76,7 +93,6 @@ impl<K: Eq + Hash + Clone, V> Shares<K, V> {
     }
 
     /// Calls `f` with `key`'s live value, if any (holding no share after).
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))] // waking
     pub(crate) fn with<Q: Eq + Hash + ?Sized>(&self, key: &Q, f: impl FnOnce(&V))
     where
         K: Borrow<Q>,
@@ -96,6 +112,21 @@ impl<K: Eq + Hash + Clone, V> Shares<K, V> {
         }
     }
 
+    /// `f` of every live value, under the lock: no value starts or goes meanwhile (a new
+    /// connection announcing every watched group does so in order with the rest). `f`
+    /// must not wait, nor get from these shares.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] // PostgreSQL's announcements
+    pub(crate) fn with_all<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &V>) -> R) -> R {
+        // Declared before the lock: a share taken here that turns out to be a value's last
+        // is let go after the lock (its going takes the lock).
+        let live: Vec<Arc<Held<K, V>>>;
+        let map = self.lock();
+        live = map.values().filter_map(Weak::upgrade).collect();
+        let result = f(&mut live.iter().map(|held| &held.value));
+        drop(map);
+        result
+    }
+
     /// How many keys have a live value.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -109,13 +140,22 @@ impl<K: Eq + Hash + Clone, V> Default for Shares<K, V> {
     }
 }
 
+impl<K: Eq + Hash, V> Map<K, V> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, Weak<Held<K, V>>>> {
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 impl<K: Eq + Hash, V> Drop for Held<K, V> {
     fn drop(&mut self) {
         let Some(home) = self.home.upgrade() else { return };
-        let mut map = home.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut map = home.lock();
         // A newcomer may have started another value since this one's last share went.
         if map.get(&self.key).is_some_and(|held| held.strong_count() == 0) {
             map.remove(&self.key);
+        }
+        if let Some(last_out) = home.last_out {
+            last_out(&self.value);
         }
     }
 }
@@ -186,6 +226,35 @@ mod tests {
         shares.for_each(|value| seen.push(value.1));
         shares.with(&key, |value| seen.push(value.1));
         assert_eq!(seen, [2, 2]);
+    }
+
+    #[test]
+    fn the_last_out_hook_runs_once_per_value_in_order_with_the_starts() {
+        use std::sync::Mutex as StdMutex;
+        static LOG: StdMutex<Vec<String>> = StdMutex::new(Vec::new());
+        struct Announced(u32);
+        fn withdraw(value: &Announced) {
+            LOG.lock().unwrap().push(format!("out {}", value.0));
+        }
+        let shares: Shares<&str, Announced> = Shares::with_last_out(withdraw);
+        let start = |n: u32| {
+            LOG.lock().unwrap().push(format!("in {n}"));
+            Announced(n)
+        };
+        let first = shares.get_or_start(&"a", |_| true, || start(1));
+        let second = shares.get_or_start(&"a", |_| true, || start(2));
+        drop(first);
+        drop(second);
+        let third = shares.get_or_start(&"a", |_| true, || start(3));
+        // A value replaced while shared goes later: its end still runs the hook.
+        let fourth = shares.get_or_start(&"a", |_| false, || start(4));
+        let mut all = Vec::new();
+        shares.with_all(|values| all.extend(values.map(|value| value.0)));
+        assert_eq!(all, [4]);
+        drop(third);
+        drop(fourth);
+        assert_eq!(*LOG.lock().unwrap(), ["in 1", "out 1", "in 3", "in 4", "out 3", "out 4"]);
+        assert_eq!(shares.len(), 0);
     }
 
     #[test]

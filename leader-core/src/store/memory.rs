@@ -2,15 +2,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::watch::Watchers;
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, LeaseStore,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
+    RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -43,6 +44,8 @@ pub struct MemoryStore {
 
 struct Inner {
     groups: Mutex<Groups>,
+    /// The waiters and observers of each group, while it has some.
+    watchers: Arc<Watchers>,
     origin: Instant,
     epoch: SystemTime,
 }
@@ -56,7 +59,7 @@ struct Groups {
     last_sweep: Option<(Instant, usize)>,
 }
 
-/// A new group sweeps the store (forgets every group without live slots or waiters) when
+/// A new group sweeps the store (forgets every group without live slots) when
 /// the store has doubled since the last sweep, or this long after it: O(1) per new group
 /// amortised, and a group whose holder crashed (no release) is forgotten by the first new
 /// group at least this long after the last sweep, once its slot has expired.
@@ -65,10 +68,6 @@ const SWEEP_AFTER: Duration = Duration::from_secs(10);
 struct Group {
     max_leaders: u32,
     slots: Vec<Slot>,
-    /// Wakes candidates waiting for a slot.
-    releases: GroupSignal,
-    /// Wakes observers of the group's holders.
-    changes: GroupSignal,
 }
 
 struct Slot {
@@ -92,6 +91,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 groups: Mutex::new(Groups::default()),
+                watchers: Arc::default(),
                 origin: Instant::now(),
                 epoch: SystemTime::now(),
             }),
@@ -125,12 +125,8 @@ impl Groups {
     }
 
     /// The group at `key`, made if new; now and then, first forgets the groups nobody uses.
-    fn entry(&mut self, key: &str, max_leaders: u32, now: Instant) -> &mut Group {
-        Self::entry_in(&mut self.by_key, &mut self.last_sweep, key, max_leaders, now)
-    }
-
-    /// [`entry`](Self::entry), borrowing only the fields it needs.
-    fn entry_in<'a>(
+    /// (A function of the fields it needs, so the fence counter stays borrowable.)
+    fn entry<'a>(
         by_key: &'a mut HashMap<String, Group>,
         last_sweep: &mut Option<(Instant, usize)>,
         key: &str,
@@ -150,7 +146,7 @@ impl Groups {
         by_key.entry(key.to_owned()).or_insert_with(|| Group::new(max_leaders))
     }
 
-    /// Forgets the group at `key` if it has no live slot and no waiter.
+    /// Forgets the group at `key` if it has no live slot.
     fn forget_if_unused(&mut self, key: &str) {
         if self.by_key.get(key).is_some_and(Group::is_unused) {
             self.by_key.remove(key);
@@ -160,28 +156,16 @@ impl Groups {
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group {
-            max_leaders,
-            slots: Vec::new(),
-            releases: GroupSignal::new(),
-            changes: GroupSignal::new(),
-        }
+        Group { max_leaders, slots: Vec::new() }
     }
 
-    /// No live slot (expired ones already dropped), nobody waiting for a release and
-    /// nobody observing.
+    /// No live slot (expired ones already dropped).
     fn is_unused(&self) -> bool {
-        self.slots.is_empty() && self.releases.watchers() == 0 && self.changes.watchers() == 0
+        self.slots.is_empty()
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
         self.slots.iter_mut().find(|slot| slot.token == Some(token))
-    }
-
-    /// A slot was freed or shortened: wakes waiters and observers.
-    fn wake_waiters(&self) {
-        self.releases.wake();
-        self.changes.wake();
     }
 }
 
@@ -199,7 +183,7 @@ impl LeaseStore for MemoryStore {
         // are ordered by the lock, and so are the times they see.
         let now = Instant::now();
         let Groups { by_key, last_fence, last_sweep } = &mut *groups;
-        let group = Groups::entry_in(by_key, last_sweep, request.key, max_leaders, now);
+        let group = Groups::entry(by_key, last_sweep, request.key, max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
             let (fence, acquired_at, expires_at) = (slot.fence, slot.acquired_at, slot.expires_at);
@@ -232,7 +216,7 @@ impl LeaseStore for MemoryStore {
             acquired_at: now,
             expires_at: now + request.lease_time,
         });
-        group.changes.wake();
+        self.inner.watchers.wake_observers(request.key);
         Ok(AcquireOutcome::Granted(Grant {
             fence,
             acquired_at: self.wall_time(now),
@@ -260,7 +244,7 @@ impl LeaseStore for MemoryStore {
         slot.expires_at = renewed;
         if renewed < before {
             // Waiters sleep until the nearest expiry they were told; this one is sooner.
-            group.wake_waiters();
+            self.inner.watchers.wake(key);
         }
         Ok(RenewOutcome::Renewed { expires_at: self.wall_time(renewed), expires_in: lease_time })
     }
@@ -289,7 +273,7 @@ impl LeaseStore for MemoryStore {
             group.slots.remove(index);
             ReleaseOutcome::Released
         };
-        group.wake_waiters();
+        self.inner.watchers.wake(key);
         groups.forget_if_unused(key);
         Ok(outcome)
     }
@@ -315,7 +299,7 @@ impl LeaseStore for MemoryStore {
         let outcome = match how {
             Revocation::Now => {
                 group.slots.remove(index);
-                group.wake_waiters();
+                self.inner.watchers.wake(key);
                 ReleaseOutcome::Released
             }
             _ => {
@@ -352,17 +336,11 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
-        let mut groups = self.groups();
-        let watch = groups.entry(key, 1, Instant::now()).releases.watch();
-        let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
-        Ok(watch.holding(forget))
+        Ok(self.inner.watchers.watch(key))
     }
 
     async fn watch_changes(&self, key: &str) -> Result<GroupWatch, Error> {
-        let mut groups = self.groups();
-        let watch = groups.entry(key, 1, Instant::now()).changes.watch();
-        let forget = ForgetWhenUnused { store: Arc::downgrade(&self.inner), key: key.to_owned() };
-        Ok(watch.holding(forget))
+        Ok(self.inner.watchers.watch_changes(key))
     }
 
     /// The groups with a live slot (an idle group is forgotten).
@@ -388,26 +366,6 @@ impl LeaseStore for MemoryStore {
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore").field("groups", &self.groups().by_key.len()).finish()
-    }
-}
-
-/// Held by a waiter's [`GroupWatch`] (dropped after its receiver): forgets the group when
-/// the last waiter leaves a group without live slots.
-struct ForgetWhenUnused {
-    store: Weak<Inner>,
-    key: String,
-}
-
-impl Drop for ForgetWhenUnused {
-    fn drop(&mut self) {
-        if let Some(inner) = self.store.upgrade() {
-            let store = MemoryStore { inner };
-            let mut groups = store.groups();
-            let now = Instant::now();
-            if groups.live(&self.key, now).is_some() {
-                groups.forget_if_unused(&self.key);
-            }
-        }
     }
 }
 
@@ -463,15 +421,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_group_with_a_waiter_is_kept_until_the_waiter_leaves() {
+    async fn a_release_that_empties_the_group_forgets_it_and_still_wakes_its_waiters() {
         let store = MemoryStore::new();
         let token = LeaseToken::generate().unwrap();
         store.acquire(request("busy", token, Duration::from_secs(10))).await.unwrap();
         let mut waiter = store.watch_releases("busy").await.unwrap();
+        let mut observer = store.watch_changes("busy").await.unwrap();
         store.release("busy", token, Duration::ZERO).await.unwrap();
-        assert_eq!(store.group_count(), 1, "a waiter still listens");
+        assert_eq!(store.group_count(), 0, "the waiters' signals are kept apart from the slots");
         tokio::time::timeout(Duration::from_secs(1), waiter.woken()).await.unwrap();
-        drop(waiter);
-        assert_eq!(store.group_count(), 0);
+        tokio::time::timeout(Duration::from_secs(1), observer.woken()).await.unwrap();
+        // A grant in the forgotten group wakes the observer too.
+        store.acquire(request("busy", token, Duration::from_secs(10))).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(1), observer.woken()).await.unwrap();
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
 use crate::share::Shares;
 
 /// Wakes whoever waits on one group: a candidate when a slot is released or shortened
@@ -105,10 +104,9 @@ impl Default for GroupSignal {
 }
 
 /// The groups waiters and observers of one store watch, each with the channel that wakes
-/// them: what a store's notification listener (Redis pub/sub, PostgreSQL LISTEN) wakes. A
-/// group's entry goes with its last watch, so the maps hold only the groups someone waits
-/// for or observes.
-#[cfg(any(feature = "redis", feature = "postgres"))]
+/// them: what the memory store's operations and a store's notification listener (Redis
+/// pub/sub, PostgreSQL LISTEN) wake. A group's entry goes with its last watch, so the maps
+/// hold only the groups someone waits for or observes.
 #[derive(Default)]
 pub(crate) struct Watchers {
     /// Candidates waiting for a release.
@@ -121,14 +119,12 @@ pub(crate) struct Watchers {
 }
 
 /// One signal per group, while it has watches.
-#[cfg(any(feature = "redis", feature = "postgres"))]
 #[derive(Default)]
 struct Signals {
     by_key: Shares<String, GroupSignal>,
 }
 
 /// What a watch of a group is woken by: the one distinction every store's watches make.
-#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) enum Interest {
     /// A candidate, woken by releases.
@@ -137,18 +133,17 @@ pub(crate) enum Interest {
     Changes,
 }
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
 impl Signals {
     fn wake(&self, key: &str) {
         self.by_key.with(key, GroupSignal::wake);
     }
 
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     fn wake_all(&self) {
         self.by_key.for_each(GroupSignal::wake);
     }
 }
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
 impl Watchers {
     fn signals(&self, interest: Interest) -> &Signals {
         match interest {
@@ -186,6 +181,7 @@ impl Watchers {
 
     /// Wakes every waiter and observer (after the listener was lost, events may have been
     /// missed).
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn wake_all(&self) {
         #[cfg(feature = "redis")]
         self.restored.wake();
@@ -194,6 +190,7 @@ impl Watchers {
     }
 
     /// Wakes every observer (the listener is down: they read the state themselves).
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn wake_observers_all(&self) {
         self.changes.wake_all();
     }

@@ -4,8 +4,8 @@
 //! waiters or observers of (shared advisory locks per group, held by that connection), so
 //! that releases nobody waits for, and grants nobody observes, send no `NOTIFY`.
 
-use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 
 use super::schema::Names;
 use super::tls::Connector;
+use crate::share::Shares;
 use crate::store::GroupWatch;
 use crate::store::listener::{Connect, Connection, Listener};
 use crate::store::watch::{Interest, Watchers};
@@ -37,36 +38,33 @@ pub(crate) struct Listen {
     announcements: Arc<Announcements>,
 }
 
-/// The groups announced on the current connection, shared with the watches that withdraw
-/// them.
+/// The groups announced on the current connection: one [`Announcement`] per group and
+/// interest while it has local watches, kept in a [`Shares`]; its first watch announces the
+/// group and its last withdraws it, under the shares' lock, so requests reach the server in
+/// the order the watches came and went.
 struct Announcements {
     /// How long an announcement or withdrawal may take before it is given up on: half the
     /// command timeout.
     answer_within: Duration,
-    /// A plain mutex, never held across an await: requests are queued on the connection
-    /// under it (so announcements, withdrawals and a new connection's re-announcements
-    /// reach the server in order) and their answers awaited after it is let go, so a
-    /// silent connection holds up nobody.
-    announced: std::sync::Mutex<Announced>,
+    /// The current listening connection (none while it is made again). A plain mutex,
+    /// never held across an await (and taken inside the shares' lock, never around it):
+    /// requests are queued on the connection under it and their answers awaited after,
+    /// so a silent connection holds up nobody.
+    listener: std::sync::Mutex<Option<Arc<Statements>>>,
+    watched: Shares<(Interest, String), Announcement>,
 }
 
-/// The current listening connection (none while it is made again), and how many local
-/// waiters (or observers) each announced group has.
-#[derive(Default)]
-struct Announced {
-    listener: Option<Arc<Statements>>,
-    watches: HashMap<(Interest, String), Watched>,
-}
-
-/// One announced group's local watches.
-#[derive(Default)]
-struct Watched {
-    count: usize,
+/// One group's announcement for one interest, alive while the group has local watches of
+/// it; its last watch's going withdraws it ([`withdraw`]).
+struct Announcement {
+    interest: Interest,
+    key: String,
+    announcements: Weak<Announcements>,
     /// Whether the server has confirmed the announcement.
-    confirmed: bool,
+    confirmed: AtomicBool,
     /// Whether an observer came while it was not yet confirmed: its read may have come
     /// before the lock, so it reads again once the server confirms.
-    joined_unconfirmed: bool,
+    joined_unconfirmed: AtomicBool,
 }
 
 /// A listening connection's client (kept, or the connection closes) and its prepared
@@ -105,7 +103,8 @@ impl Notifications {
     ) -> Self {
         let announcements = Arc::new(Announcements {
             answer_within: command_timeout / 2,
-            announced: std::sync::Mutex::default(),
+            listener: std::sync::Mutex::default(),
+            watched: Shares::with_last_out(withdraw),
         });
         let listen = Listen {
             config,
@@ -150,28 +149,32 @@ impl Notifications {
             Interest::Changes => self.listener.waiters().watch_changes(key),
         };
         let announcements = &self.listener.part().announcements;
-        // Made before the announcement's await: if the caller gives up waiting (a timeout),
-        // dropping it counts the waiter out again.
-        let withdraw = Withdraw {
-            announcements: Arc::downgrade(announcements),
-            interest,
-            key: key.to_owned(),
-        };
-        let queued = {
-            let mut announced = announcements.announced();
-            let watched = announced.watches.entry((interest, key.to_owned())).or_default();
-            watched.count += 1;
-            let first = watched.count == 1;
-            if !first && !watched.confirmed {
-                watched.joined_unconfirmed = true;
-            }
-            match (&announced.listener, first) {
-                (Some(statements), true) => {
-                    Some(queue(statements, Request::Announce(interest), key))
+        // The first watch of the group announces it; the share is taken before the
+        // announcement's await, so a caller that gives up waiting (a timeout) counts the
+        // watch out again by dropping it.
+        let mut queued = None;
+        let share = announcements.watched.get_or_start(
+            &(interest, key.to_owned()),
+            |announced| {
+                if !announced.confirmed.load(Ordering::SeqCst) {
+                    announced.joined_unconfirmed.store(true, Ordering::SeqCst);
                 }
-                _ => None,
-            }
-        };
+                true
+            },
+            || {
+                queued = announcements
+                    .listener()
+                    .as_ref()
+                    .map(|statements| queue(statements, Request::Announce(interest), key));
+                Announcement {
+                    interest,
+                    key: key.to_owned(),
+                    announcements: Arc::downgrade(announcements),
+                    confirmed: AtomicBool::new(false),
+                    joined_unconfirmed: AtomicBool::new(false),
+                }
+            },
+        );
         if let Some(queued) = queued {
             let answered = {
                 let (announcements, key) = (announcements.clone(), key.to_owned());
@@ -187,7 +190,7 @@ impl Notifications {
             };
             announcements.answer_then(queued, "announce", key, answered).await;
         }
-        Ok(watch.holding(withdraw))
+        Ok(watch.holding(share))
     }
 }
 
@@ -233,20 +236,19 @@ impl Connect for Listen {
             }
         };
         let statements = Arc::new(Statements { client, announce, withdraw, observe, unobserve });
-        // The announcements went with the old connection's session.
-        let queued: Vec<(String, Queued)> = {
-            let mut announced = self.announcements.announced();
-            announced.listener = Some(statements.clone());
-            let watched = announced.watches.iter_mut().map(|(watched, state)| {
-                state.confirmed = true; // the wake-up of every watch follows the reconnect
-                watched
-            });
+        // The announcements went with the old connection's session: every watched group
+        // is announced again, under the shares' lock, so none starts or goes meanwhile.
+        let queued: Vec<(String, Queued)> = self.announcements.watched.with_all(|watched| {
+            *self.announcements.listener() = Some(statements.clone());
             watched
-                .map(|(interest, key)| {
-                    (key.clone(), queue(&statements, Request::Announce(*interest), key))
+                .map(|announced| {
+                    // The wake-up of every watch follows the reconnect.
+                    announced.confirmed.store(true, Ordering::SeqCst);
+                    let request = Request::Announce(announced.interest);
+                    (announced.key.clone(), queue(&statements, request, &announced.key))
                 })
                 .collect()
-        };
+        });
         // Awaited together: they were queued in order, and a silent connection costs one
         // `answer_within`, not one per group.
         let answers = queued.into_iter().map(|(key, queued)| async move {
@@ -257,7 +259,7 @@ impl Connect for Listen {
     }
 
     fn lost(&self) {
-        self.announcements.announced().listener = None;
+        *self.announcements.listener() = None;
     }
 }
 
@@ -307,8 +309,8 @@ fn queue(statements: &Arc<Statements>, request: Request, key: &str) -> Queued {
 }
 
 impl Announcements {
-    fn announced(&self) -> std::sync::MutexGuard<'_, Announced> {
-        self.announced.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn listener(&self) -> std::sync::MutexGuard<'_, Option<Arc<Statements>>> {
+        self.listener.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Waits for a queued announcement or withdrawal, at most `answer_within`. A failure is
@@ -346,45 +348,31 @@ impl Announcements {
     /// Records that the server confirmed `key`'s announcement; whether an observer joined
     /// before it did.
     fn confirmed(&self, interest: Interest, key: &str) -> bool {
-        let mut announced = self.announced();
-        let Some(watched) = announced.watches.get_mut(&(interest, key.to_owned())) else {
-            return false;
-        };
-        watched.confirmed = true;
-        std::mem::take(&mut watched.joined_unconfirmed)
+        let mut joined = false;
+        self.watched.with(&(interest, key.to_owned()), |announced| {
+            announced.confirmed.store(true, Ordering::SeqCst);
+            joined = announced.joined_unconfirmed.swap(false, Ordering::SeqCst);
+        });
+        joined
     }
 }
 
-/// Kept by a [`GroupWatch`]: when the last local waiter of a group goes, the group's
-/// announcement is withdrawn (its answer awaited in a task, since a drop cannot wait).
-struct Withdraw {
-    announcements: Weak<Announcements>,
-    interest: Interest,
-    key: String,
-}
-
-impl Drop for Withdraw {
-    fn drop(&mut self) {
-        let Some(announcements) = self.announcements.upgrade() else {
-            return; // the store is gone, and the connection with it
-        };
-        let queued = {
-            let mut announced = announcements.announced();
-            let watched = (self.interest, std::mem::take(&mut self.key));
-            let Some(state) = announced.watches.get_mut(&watched) else { return };
-            state.count -= 1;
-            if state.count > 0 {
-                return;
-            }
-            announced.watches.remove(&watched);
-            self.key = watched.1;
-            match &announced.listener {
-                Some(statements) => queue(statements, Request::Withdraw(self.interest), &self.key),
-                None => return, // the next connection announces only what is watched
-            }
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let key = std::mem::take(&mut self.key);
-        runtime.spawn(async move { announcements.answer(queued, "withdraw", &key).await });
-    }
+/// The last local watch of a group has gone (under the shares' lock): its announcement is
+/// withdrawn on the current connection, its answer awaited in a task, since a drop cannot
+/// wait. Without a connection there is nothing to withdraw: the next one announces only
+/// what is watched.
+fn withdraw(announced: &Announcement) {
+    let Some(announcements) = announced.announcements.upgrade() else {
+        return; // the store is gone, and the connection with it
+    };
+    let request = Request::Withdraw(announced.interest);
+    let queued = announcements
+        .listener()
+        .as_ref()
+        .map(|statements| queue(statements, request, &announced.key));
+    let (Some(queued), Ok(runtime)) = (queued, tokio::runtime::Handle::try_current()) else {
+        return;
+    };
+    let key = announced.key.clone();
+    runtime.spawn(async move { announcements.answer(queued, "withdraw", &key).await });
 }
