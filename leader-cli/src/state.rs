@@ -2,17 +2,20 @@
 
 use std::process::ExitCode;
 
+use leader::{LeaderGroupElectionOptions, LeaderGroupElector};
+
 use crate::args::{Cli, Failure};
 use crate::table;
 
 pub async fn run(cli: &Cli, group: &str, json: bool) -> Result<ExitCode, Failure> {
-    let key = cli.key(group)?;
     let store = cli.store().await?;
-    let snapshot = store.state(&key).await?;
+    // The reader's own `max_leaders` is never shown: an empty group shows none.
+    let options = LeaderGroupElectionOptions::new(1).keys(cli.keys());
+    let state = LeaderGroupElector::from_shared_store(store, options)?.state(group).await?;
     if json {
-        println!("{}", table::json(group, &key, &snapshot));
+        println!("{}", table::json(&state));
     } else {
-        print!("{}", table::render(group, &key, &snapshot));
+        print!("{}", table::render(&state));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use leader::store::GroupSnapshot;
+use leader::LeaderGroupState;
 
-/// The state of `group` (key `key`) as a table.
-pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
+/// A group's state as a table.
+pub fn render(snapshot: &LeaderGroupState) -> String {
+    let (group, key) = (&snapshot.name, &snapshot.key);
     let pending = match snapshot.pending.len() {
         0 => String::new(),
         n => format!(", {n} pending (granted, not acting yet: a lock-delay)"),
@@ -43,8 +44,8 @@ pub fn render(group: &str, key: &str, snapshot: &GroupSnapshot) -> String {
     out
 }
 
-/// The state of `group` as JSON.
-pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Value {
+/// A group's state as JSON.
+pub fn json(snapshot: &LeaderGroupState) -> serde_json::Value {
     let slot = |slot: &leader::SlotInfo| {
         serde_json::json!({
             "holder": slot.holder,
@@ -54,8 +55,8 @@ pub fn json(group: &str, key: &str, snapshot: &GroupSnapshot) -> serde_json::Val
         })
     };
     serde_json::json!({
-        "group": group,
-        "key": key,
+        "group": snapshot.name,
+        "key": snapshot.key,
         "max_leaders": snapshot.max_leaders,
         "active": snapshot.leaders.len(),
         "slots": snapshot.leaders.iter().map(slot).collect::<Vec<_>>(),

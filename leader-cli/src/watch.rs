@@ -6,7 +6,6 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use leader::store::GroupSnapshot;
 use leader::{GroupObserver, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState};
 use tokio::time::{Instant, sleep_until};
 
@@ -49,19 +48,14 @@ pub async fn run(
 
 /// One change: the time, then the table (or one JSON object on one line).
 fn show(state: &LeaderGroupState, json: bool, redraw_in_place: bool) -> Result<(), Failure> {
-    let snapshot = GroupSnapshot {
-        max_leaders: state.max_leaders,
-        leaders: state.leaders.clone(),
-        pending: state.pending.clone(),
-    };
     let at = humantime::format_rfc3339_millis(SystemTime::now());
     let mut out = std::io::stdout().lock();
     if json {
-        let mut line = table::json(&state.name, &state.key, &snapshot);
+        let mut line = table::json(state);
         line["at"] = serde_json::Value::String(at.to_string());
         writeln!(out, "{line}")?;
     } else {
-        let frame = table::render(&state.name, &state.key, &snapshot);
+        let frame = table::render(state);
         if redraw_in_place {
             write!(out, "\x1b[2J\x1b[H")?;
         }
