@@ -40,6 +40,24 @@ use serde_json::json;
 use server::Server;
 use stats::{ms, percentile};
 
+/// One contender's run of W1 or W2: its rate, and the CPU time the server and this process
+/// (every client's tasks, the runtime) spent per operation.
+struct Row {
+    contender: String,
+    n: u32,
+    rate: f64,
+    server_cpu_us: f64,
+    client_cpu_us: f64,
+}
+
+/// Which figure of a [`Row`] a table line shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Figure {
+    Rate,
+    ServerCpu,
+    ClientCpu,
+}
+
 /// The bench server's URL, for the peers that need it again.
 pub static SERVER_URL: OnceLock<String> = OnceLock::new();
 
@@ -124,10 +142,17 @@ async fn main() {
     server.reset_stats();
     // Each row: contender, N, operations per second, and the server's CPU µs per operation
     // (its CPU time around the workload, divided by the operations).
-    let mut w1: Vec<(String, u32, f64, f64)> = Vec::new();
-    let mut w2: Vec<(String, u32, f64, f64)> = Vec::new();
-    let cpu_per_op = |before: f64, after: f64, rate: f64| {
-        (after - before) * 1e6 / (rate * period.as_secs_f64()).max(1.0)
+    let mut w1: Vec<Row> = Vec::new();
+    let mut w2: Vec<Row> = Vec::new();
+    let row = |name: &str, n: u32, rate: f64, server_cpu: (f64, f64), client_cpu: (f64, f64)| {
+        let ops = (rate * period.as_secs_f64()).max(1.0);
+        Row {
+            contender: name.to_owned(),
+            n,
+            rate,
+            server_cpu_us: (server_cpu.1 - server_cpu.0) * 1e6 / ops,
+            client_cpu_us: (client_cpu.1 - client_cpu.0) * 1e6 / ops,
+        }
     };
     for round in 0..2 {
         for name in W1_CONTENDERS.into_iter().filter(|n| profile.as_deref().is_none_or(|p| p == *n))
@@ -138,18 +163,35 @@ async fn main() {
                     continue;
                 }
                 let run = format!("{name}-{n}-{round}");
-                let before = server.cpu_seconds();
+                let (server_before, client_before) =
+                    (server.cpu_seconds(), stats::own_cpu_seconds());
                 let rate = workloads::uncontended(&contender, n, &run, period).await;
-                w1.push((name.to_owned(), n, rate, cpu_per_op(before, server.cpu_seconds(), rate)));
-                let before = server.cpu_seconds();
+                let (server_cpu, client_cpu) = (
+                    (server_before, server.cpu_seconds()),
+                    (client_before, stats::own_cpu_seconds()),
+                );
+                w1.push(row(name, n, rate, server_cpu, client_cpu));
+                let (server_before, client_before) =
+                    (server.cpu_seconds(), stats::own_cpu_seconds());
                 let rate = workloads::contended(&contender, n, &run, period).await.0;
-                w2.push((name.to_owned(), n, rate, cpu_per_op(before, server.cpu_seconds(), rate)));
+                let (server_cpu, client_cpu) = (
+                    (server_before, server.cpu_seconds()),
+                    (client_before, stats::own_cpu_seconds()),
+                );
+                w2.push(row(name, n, rate, server_cpu, client_cpu));
             }
         }
         server.cli(&["FLUSHALL"]);
     }
     if let Some(name) = &profile {
-        println!("{name}: W1 {:?}\n{name}: W2 {:?}", w1, w2);
+        for (workload, rows) in [("W1", &w1), ("W2", &w2)] {
+            for row in rows {
+                println!(
+                    "{name}: {workload} N={} {:.0}/s, client CPU {:.2} µs/op, Redis CPU {:.2} µs/op",
+                    row.n, row.rate, row.client_cpu_us, row.server_cpu_us
+                );
+            }
+        }
         // Where the server's time went: µs per call of each command clients sent, and of
         // the ones scripts ran (Redis counts both in commandstats).
         for line in server.cli(&["INFO", "commandstats"]).lines() {
@@ -159,30 +201,35 @@ async fn main() {
         }
         return;
     }
-    let mean_of = |rows: &[(String, u32, f64, f64)], name: &str, n: u32, cpu: bool| {
+    let mean_of = |rows: &[Row], name: &str, n: u32, figure: Figure| {
         let values: Vec<f64> = rows
             .iter()
-            .filter(|(c, m, _, _)| c == name && *m == n)
-            .map(|r| if cpu { r.3 } else { r.2 })
+            .filter(|row| row.contender == name && row.n == n)
+            .map(|row| match figure {
+                Figure::Rate => row.rate,
+                Figure::ServerCpu => row.server_cpu_us,
+                Figure::ClientCpu => row.client_cpu_us,
+            })
             .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
-    let mean = |rows: &[(String, u32, f64, f64)], name: &str, n: u32| mean_of(rows, name, n, false);
-    let cpu = |rows: &[(String, u32, f64, f64)], name: &str, n: u32| mean_of(rows, name, n, true);
+    let mean = |rows: &[Row], name: &str, n: u32| mean_of(rows, name, n, Figure::Rate);
 
     say("| workload | leader | rslock 0.10 | distributed-lock-redis 0.2 |".to_owned());
     say("|---|---|---|---|".to_owned());
     let rows = [
-        ("W1 uncontended cycles/s", &w1, false),
-        ("W2 contended attempts/s", &w2, false),
-        ("Redis CPU µs per W1 cycle", &w1, true),
-        ("Redis CPU µs per W2 attempt", &w2, true),
+        ("W1 uncontended cycles/s", &w1, Figure::Rate),
+        ("W2 contended attempts/s", &w2, Figure::Rate),
+        ("Redis CPU µs per W1 cycle", &w1, Figure::ServerCpu),
+        ("Redis CPU µs per W2 attempt", &w2, Figure::ServerCpu),
+        ("client CPU µs per W1 cycle", &w1, Figure::ClientCpu),
+        ("client CPU µs per W2 attempt", &w2, Figure::ClientCpu),
     ];
-    for (label, rows, server_cpu) in rows {
-        let cell = |name: &str, n: u32| match mean_of(rows, name, n, server_cpu) {
+    for (label, rows, figure) in rows {
+        let cell = |name: &str, n: u32| match mean_of(rows, name, n, figure) {
             None => "-".to_owned(),
-            Some(v) if server_cpu => format!("{v:.1}"),
-            Some(v) => format!("{v:.0}"),
+            Some(v) if figure == Figure::Rate => format!("{v:.0}"),
+            Some(v) => format!("{v:.1}"),
         };
         for n in [1, 3] {
             say(format!(
@@ -240,8 +287,11 @@ async fn main() {
                 if let Some(v) = mean(rows, name, n) {
                     report.insert(format!("{label}_{name}_n{n}"), json!(v));
                 }
-                if let Some(v) = cpu(rows, name, n) {
+                if let Some(v) = mean_of(rows, name, n, Figure::ServerCpu) {
                     report.insert(format!("{label}_{name}_n{n}_server_cpu_us"), json!(v));
+                }
+                if let Some(v) = mean_of(rows, name, n, Figure::ClientCpu) {
+                    report.insert(format!("{label}_{name}_n{n}_client_cpu_us"), json!(v));
                 }
             }
         }
