@@ -194,17 +194,6 @@ async fn print_state(
     Ok(())
 }
 
-/// An error with its causes, `outer: inner: …`.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
 const USAGE: &str = "usage: cargo run --example demo [-- [--redis|--postgres|--etcd] STORE_URL], \
                      for example redis://127.0.0.1:6379, postgres://postgres@127.0.0.1:5432/test \
                      or (built with --features etcd) --etcd etcd://127.0.0.1:2379";
@@ -216,23 +205,12 @@ async fn store_from_args() -> Result<SharedStore, String> {
     let url = match args.as_slice() {
         [] => "memory://",
         [url] if !url.starts_with('-') => url,
-        [kind, url] if store_kind(url) == kind.strip_prefix("--") => url,
+        [kind, url] if leader::store::store_kind_of(url) == kind.strip_prefix("--") => url,
         _ => return Err(USAGE.to_owned()),
     };
     leader::store::connect(url).await.map_err(|error| {
-        format!("cannot use {}: {}", leader::store::redact_url(url), chain(&error))
+        format!("cannot use {}: {}", leader::store::redact_url(url), leader::error_chain(&error))
     })
-}
-
-/// The flag name of the store `url` names: `redis`, `postgres` or `etcd`.
-fn store_kind(url: &str) -> Option<&'static str> {
-    let scheme = url.split_once("://")?.0;
-    match scheme {
-        "redis" | "rediss" | "unix" | "redis+sentinel" | "redis+cluster" => Some("redis"),
-        "postgres" | "postgresql" => Some("postgres"),
-        "etcd" | "etcds" => Some("etcd"),
-        _ => None,
-    }
 }
 
 #[tokio::main]

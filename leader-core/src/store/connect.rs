@@ -9,10 +9,6 @@ use crate::error::Error;
 /// A store that electors, leaderships and tools share: what [`connect`] returns.
 pub type SharedStore = Arc<dyn LeaseStore>;
 
-/// The schemes [`connect`] knows, for errors.
-const SCHEMES: &str = "memory://, redis://, rediss://, unix://, redis+sentinel://, \
-                       redis+cluster://, postgres://, postgresql://, etcd:// or etcds://";
-
 /// Opens the store `url` names and checks that it answers, with one read that writes
 /// nothing (a PostgreSQL store makes its schema on a candidate's first operation, or with
 /// `PostgresStore::migrate`): `builder(url).connect().await`.
@@ -79,13 +75,14 @@ pub struct StoreBuilder {
     replica_ack: Option<(u32, Duration)>,
 }
 
-/// Which store a URL names.
+/// Which store a URL names, among those this build has.
 enum Kind {
     Memory,
+    #[cfg(feature = "redis")]
     Redis,
-    RedisSentinel,
-    RedisCluster,
+    #[cfg(feature = "postgres")]
     Postgres,
+    #[cfg(feature = "etcd")]
     Etcd,
 }
 
@@ -116,14 +113,13 @@ impl StoreBuilder {
     /// Makes the store without touching the server: its first operation connects.
     pub fn build(self) -> Result<SharedStore, Error> {
         let kind = self.kind()?;
-        if !self.tls_roots.is_empty() && !matches!(kind, Kind::Postgres) {
+        if !self.tls_roots.is_empty() && super::url::store_kind_of(&self.url) != Some("postgres") {
             return Err(self.invalid(
                 "tls_root_certificates apply to postgres:// URLs only (a Redis store verifies \
                  rediss:// against the system's roots)",
             ));
         }
-        let redis = matches!(kind, Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster);
-        if self.replica_ack.is_some() && !redis {
+        if self.replica_ack.is_some() && super::url::store_kind_of(&self.url) != Some("redis") {
             return Err(self.invalid(
                 "replica_ack applies to Redis URLs only (redis://, rediss://, unix://, \
                  redis+sentinel://, redis+cluster://)",
@@ -131,8 +127,11 @@ impl StoreBuilder {
         }
         match kind {
             Kind::Memory => Ok(Arc::new(MemoryStore::new())),
-            Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster => self.redis(kind),
+            #[cfg(feature = "redis")]
+            Kind::Redis => self.redis(),
+            #[cfg(feature = "postgres")]
             Kind::Postgres => self.postgres(),
+            #[cfg(feature = "etcd")]
             Kind::Etcd => self.etcd(),
         }
     }
@@ -148,39 +147,39 @@ impl StoreBuilder {
         Ok(store)
     }
 
+    /// The store the URL's scheme names, if this build has it (and the scheme's TLS).
     fn kind(&self) -> Result<Kind, Error> {
-        let scheme = self.url.split_once("://").map(|(scheme, _)| scheme);
-        let kind = match scheme {
-            Some("memory") => Kind::Memory,
-            Some("redis" | "rediss" | "unix" | "redis+unix") => Kind::Redis,
-            Some("redis+sentinel") => Kind::RedisSentinel,
-            Some("redis+cluster") => Kind::RedisCluster,
-            Some("postgres" | "postgresql") => Kind::Postgres,
-            Some("etcd" | "etcds") => Kind::Etcd,
-            _ => return Err(self.invalid(format!("unknown scheme; expected {SCHEMES}"))),
+        let Some((scheme, kind, feature)) = super::url::scheme_of(&self.url) else {
+            return Err(self.invalid(format!("unknown scheme; expected {}", super::url::listed())));
         };
-        let needs = match kind {
-            Kind::Memory => None,
-            Kind::Redis | Kind::RedisSentinel | Kind::RedisCluster => {
-                (!cfg!(feature = "redis")).then_some("redis")
-            }
-            Kind::Postgres => (!cfg!(feature = "postgres")).then_some("postgres"),
-            Kind::Etcd => (!cfg!(feature = "etcd")).then_some("etcd"),
+        let built = match feature {
+            None => true,
+            Some("redis") => cfg!(feature = "redis"),
+            Some("redis-tls") => cfg!(feature = "redis-tls"),
+            Some("postgres") => cfg!(feature = "postgres"),
+            Some("etcd") => cfg!(feature = "etcd"),
+            Some("etcd-tls") => cfg!(feature = "etcd-tls"),
+            Some(_) => false,
         };
-        let needs = needs
-            .or_else(|| {
-                (scheme == Some("rediss") && !cfg!(feature = "redis-tls")).then_some("redis-tls")
-            })
-            .or_else(|| {
-                (scheme == Some("etcds") && !cfg!(feature = "etcd-tls")).then_some("etcd-tls")
-            });
-        match needs {
-            Some(feature) => Err(self.invalid(format!(
-                "{}:// URLs need the `{feature}` feature of leader: build with `--features \
-                 {feature}`, or `features = [\"{feature}\"]` in Cargo.toml",
-                scheme.unwrap_or_default()
-            ))),
-            None => Ok(kind),
+        let feature = feature.unwrap_or_default();
+        let needs = || {
+            self.invalid(format!(
+                "{scheme}:// URLs need the `{feature}` feature of leader: build with \
+                 `--features {feature}`, or `features = [\"{feature}\"]` in Cargo.toml"
+            ))
+        };
+        if !built {
+            return Err(needs());
+        }
+        match kind {
+            "memory" => Ok(Kind::Memory),
+            #[cfg(feature = "redis")]
+            "redis" => Ok(Kind::Redis),
+            #[cfg(feature = "postgres")]
+            "postgres" => Ok(Kind::Postgres),
+            #[cfg(feature = "etcd")]
+            "etcd" => Ok(Kind::Etcd),
+            _ => Err(needs()),
         }
     }
 
@@ -189,45 +188,8 @@ impl StoreBuilder {
     }
 
     #[cfg(feature = "redis")]
-    fn redis(self, kind: Kind) -> Result<SharedStore, Error> {
-        use super::redis::RedisStore;
-        use deadpool_redis::{cluster, sentinel};
-
-        let builder = match kind {
-            Kind::RedisSentinel => {
-                let rest = self.url.trim_start_matches("redis+sentinel://");
-                let (nodes, primary) = rest.split_once('/').unwrap_or((rest, ""));
-                if primary.is_empty() || primary.contains('/') || nodes.contains('@') {
-                    return Err(self.invalid(
-                        "expected redis+sentinel://host:port[,host:port…]/primary-name, without \
-                         credentials (for those, use RedisStore::sentinel_builder)",
-                    ));
-                }
-                let urls = nodes.split(',').map(|node| format!("redis://{node}")).collect();
-                let config = sentinel::Config::from_urls::<Vec<String>>(
-                    urls,
-                    primary.to_owned(),
-                    sentinel::SentinelServerType::Master,
-                );
-                RedisStore::sentinel_builder(config)
-            }
-            Kind::RedisCluster => {
-                let rest = self.url.trim_start_matches("redis+cluster://");
-                let (user_info, nodes) = match rest.rsplit_once('@') {
-                    Some((user_info, nodes)) => (format!("{user_info}@"), nodes),
-                    None => (String::new(), rest),
-                };
-                if nodes.is_empty() || nodes.contains('/') {
-                    return Err(self.invalid(
-                        "expected redis+cluster://[user:password@]host:port[,host:port…]",
-                    ));
-                }
-                let urls: Vec<String> =
-                    nodes.split(',').map(|node| format!("redis://{user_info}{node}")).collect();
-                RedisStore::cluster_builder(cluster::Config::from_urls(urls))
-            }
-            _ => RedisStore::builder(self.url),
-        };
+    fn redis(self) -> Result<SharedStore, Error> {
+        let builder = super::redis::RedisStore::builder(self.url);
         let builder = match self.command_timeout {
             Some(timeout) => builder.command_timeout(timeout),
             None => builder,
@@ -237,11 +199,6 @@ impl StoreBuilder {
             None => builder,
         };
         Ok(Arc::new(builder.build()?))
-    }
-
-    #[cfg(not(feature = "redis"))]
-    fn redis(self, _kind: Kind) -> Result<SharedStore, Error> {
-        Err(self.invalid("Redis URLs need the `redis` feature of leader"))
     }
 
     #[cfg(feature = "postgres")]
@@ -265,11 +222,6 @@ impl StoreBuilder {
         Ok(Arc::new(builder.build()?))
     }
 
-    #[cfg(not(feature = "postgres"))]
-    fn postgres(self) -> Result<SharedStore, Error> {
-        Err(self.invalid("postgres:// URLs need the `postgres` feature of leader"))
-    }
-
     #[cfg(feature = "etcd")]
     fn etcd(self) -> Result<SharedStore, Error> {
         let mut builder = super::etcd::EtcdStore::builder(self.url);
@@ -277,11 +229,6 @@ impl StoreBuilder {
             builder = builder.command_timeout(timeout);
         }
         Ok(Arc::new(builder.build()?))
-    }
-
-    #[cfg(not(feature = "etcd"))]
-    fn etcd(self) -> Result<SharedStore, Error> {
-        Err(self.invalid("etcd:// URLs need the `etcd` feature of leader"))
     }
 }
 
@@ -297,7 +244,7 @@ mod tests {
     fn the_scheme_picks_the_store_and_a_wrong_one_is_named() {
         assert_eq!(builder("memory://").build().unwrap().kind(), "memory");
         assert!(refusal("mysql://db/app").contains("unknown scheme"), "{}", refusal("mysql://x"));
-        assert!(refusal("127.0.0.1:6379").contains("expected memory://"));
+        assert!(refusal("127.0.0.1:6379").contains("expected memory://, redis://"));
         assert!(!refusal("ftp://app:s3cret@db").contains("s3cret"));
         let tls = builder("memory://").tls_root_certificates(b"pem".to_vec()).build();
         assert!(tls.unwrap_err().to_string().contains("postgres:// URLs only"));

@@ -63,6 +63,7 @@ pub use layer::{Layered, StoreLayer};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
+pub use url::store_kind_of;
 pub use watch::{GroupSignal, GroupWatch};
 
 use crate::error::Error;

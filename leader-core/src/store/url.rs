@@ -1,4 +1,58 @@
-//! Store URLs (Redis, PostgreSQL) as they may be shown: with the password replaced.
+//! Store URLs: which store a scheme names (every store's schemes, in one table, whichever
+//! features are built), and a URL as it may be shown, with the password replaced. Each
+//! store's builder reads the rest of its own URLs.
+
+/// Every scheme a store reads, with the store's kind (as [`LeaseStore::kind`] names it) and
+/// the feature its scheme needs.
+///
+/// [`LeaseStore::kind`]: super::LeaseStore::kind
+pub(crate) const SCHEMES: &[(&str, &str, Option<&str>)] = &[
+    ("memory", "memory", None),
+    ("redis", "redis", Some("redis")),
+    ("rediss", "redis", Some("redis-tls")),
+    ("unix", "redis", Some("redis")),
+    ("redis+unix", "redis", Some("redis")),
+    ("redis+sentinel", "redis", Some("redis")),
+    ("redis+cluster", "redis", Some("redis")),
+    ("postgres", "postgres", Some("postgres")),
+    ("postgresql", "postgres", Some("postgres")),
+    ("etcd", "etcd", Some("etcd")),
+    ("etcds", "etcd", Some("etcd-tls")),
+];
+
+/// `url`'s scheme, with the kind of store it names and the feature that store needs; `None`
+/// for a scheme no store reads.
+pub(crate) fn scheme_of(url: &str) -> Option<(&'static str, &'static str, Option<&'static str>)> {
+    let scheme = url.split_once("://")?.0;
+    SCHEMES.iter().copied().find(|(known, _, _)| *known == scheme)
+}
+
+/// The kind of store `url` names (`memory`, `redis`, `postgres` or `etcd`, as
+/// [`LeaseStore::kind`](super::LeaseStore::kind) names it), whether or not this build has
+/// its feature; `None` for a scheme no store reads. For a program that takes a URL and
+/// wants to say which store it is about to use, without a table of its own.
+///
+/// ```
+/// use leader_core::store::store_kind_of;
+///
+/// assert_eq!(store_kind_of("redis+sentinel://10.0.0.7:26379/mymaster"), Some("redis"));
+/// assert_eq!(store_kind_of("postgresql://app@db/app"), Some("postgres"));
+/// assert_eq!(store_kind_of("mysql://db/app"), None);
+/// ```
+pub fn store_kind_of(url: &str) -> Option<&'static str> {
+    scheme_of(url).map(|(_, kind, _)| kind)
+}
+
+/// The schemes of [`SCHEMES`], listed for an error message: `memory://, redis://, … or
+/// etcds://`.
+pub(crate) fn listed() -> String {
+    let schemes: Vec<String> =
+        SCHEMES.iter().map(|(scheme, _, _)| format!("{scheme}://")).collect();
+    match schemes.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 /// `url` with the password of its user-info part replaced by `***`.
 ///

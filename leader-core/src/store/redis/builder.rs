@@ -69,8 +69,13 @@ impl RedisStore {
         Self::builder(url).connect().await
     }
 
-    /// A builder for a standalone server: `redis://[user:password@]host[:port][/db]`,
-    /// `rediss://…` for TLS (feature `redis-tls`), or `unix:///path`.
+    /// A builder for the deployment `url` names: a standalone server
+    /// (`redis://[user:password@]host[:port][/db]`, `rediss://…` for TLS with feature
+    /// `redis-tls`, or `unix:///path`), Sentinel
+    /// (`redis+sentinel://host:port[,host:port…]/primary-name`, without credentials: for
+    /// those, [`sentinel_builder`](Self::sentinel_builder)) or a Cluster
+    /// (`redis+cluster://[user:password@]host:port[,host:port…]`). A URL that is none of
+    /// these fails at [`build`](RedisStoreBuilder::build), naming what was expected.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder::new(Target::Url(url.into()))
     }
@@ -179,6 +184,8 @@ impl Target {
     /// The connection pool, the subscriber and a redacted description of the deployment.
     fn open(self) -> Result<(ConnectionSource, SubscriberSource, String), Error> {
         match self {
+            Target::Url(url) if url.starts_with("redis+sentinel://") => sentinel_url(&url)?.open(),
+            Target::Url(url) if url.starts_with("redis+cluster://") => cluster_url(&url)?.open(),
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(|e| invalid_url(&url, e))?;
                 let mut config = deadpool_redis::Config::from_url(url.as_str());
@@ -267,13 +274,52 @@ fn redacted_list(urls: Option<&[String]>) -> String {
     urls.unwrap_or_default().iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",")
 }
 
+/// A Sentinel deployment from `redis+sentinel://host:port[,host:port…]/primary-name`.
+fn sentinel_url(url: &str) -> Result<Target, Error> {
+    let rest = url.trim_start_matches("redis+sentinel://");
+    let (nodes, primary) = rest.split_once('/').unwrap_or((rest, ""));
+    if primary.is_empty() || primary.contains('/') || nodes.contains('@') || nodes.is_empty() {
+        return Err(Error::invalid_option(
+            "url",
+            url::redact(url),
+            "expected redis+sentinel://host:port[,host:port…]/primary-name, without credentials \
+             (for those, use RedisStore::sentinel_builder)",
+        ));
+    }
+    let urls = nodes.split(',').map(|node| format!("redis://{node}")).collect();
+    Ok(Target::Sentinel(deadpool_redis::sentinel::Config::from_urls::<Vec<String>>(
+        urls,
+        primary.to_owned(),
+        deadpool_redis::sentinel::SentinelServerType::Master,
+    )))
+}
+
+/// A Cluster from `redis+cluster://[user:password@]host:port[,host:port…]`.
+fn cluster_url(url: &str) -> Result<Target, Error> {
+    let rest = url.trim_start_matches("redis+cluster://");
+    let (user_info, nodes) = match rest.rsplit_once('@') {
+        Some((user_info, nodes)) => (format!("{user_info}@"), nodes),
+        None => (String::new(), rest),
+    };
+    if nodes.is_empty() || nodes.contains('/') {
+        return Err(Error::invalid_option(
+            "url",
+            url::redact(url),
+            "expected redis+cluster://[user:password@]host:port[,host:port…]",
+        ));
+    }
+    let urls: Vec<String> =
+        nodes.split(',').map(|node| format!("redis://{user_info}{node}")).collect();
+    Ok(Target::Cluster(deadpool_redis::cluster::Config::from_urls(urls)))
+}
+
 fn invalid_url(url: &str, error: impl fmt::Display) -> Error {
     Error::invalid_option(
         "url",
         url::redact(url),
         format!(
-            "{error}; expected redis://[user:password@]host[:port][/db], rediss://… for TLS, or \
-             unix:///path"
+            "{error}; expected redis://[user:password@]host[:port][/db], rediss://… for TLS, \
+             unix:///path, redis+sentinel://… or redis+cluster://…"
         ),
     )
 }
