@@ -25,15 +25,15 @@ use crate::error::Error;
 #[non_exhaustive]
 pub struct RedisGroupLayout {
     /// The hash of the group's slots, its `max_leaders`, its last fence, and the marks of
-    /// a candidate that may be waiting and of a tool watching.
+    /// a candidate that may be waiting and of observers watching.
     pub group: String,
     /// The marker that the group is full, until just before its nearest expiry.
     pub full: String,
-    /// Where a grant is published, while a tool watches the group
-    /// ([`RedisStore::announce_watcher`]).
+    /// Where a grant is published, while a [`GroupObserver`](crate::GroupObserver) (in any
+    /// process) watches the group.
     pub grant_channel: String,
     /// Where a release (or a renewal that shortens a slot) is published, while a refused
-    /// candidate may be waiting or a tool watches.
+    /// candidate may be waiting or an observer watches.
     pub release_channel: String,
 }
 

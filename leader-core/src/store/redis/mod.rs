@@ -219,20 +219,17 @@ impl RedisStore {
         }
     }
 
-    /// Has the group's grants and releases published for the next `duration`, for a tool
-    /// that subscribes to the group's [channels](RedisGroupLayout) to watch it change (the
-    /// `leader watch` command calls it again before the time runs out). Without it a grant
-    /// publishes nothing, and a release only when a refused candidate may be waiting.
-    /// `duration` must be between 1 ms and one day. Each store announces for itself: an
-    /// announcement never shortens another store's, and
-    /// [`withdraw_watcher`](Self::withdraw_watcher) withdraws only this store's.
-    /// [`GroupObserver`](crate::GroupObserver)s announce through this themselves.
-    ///
-    /// ```no_run
-    /// # async fn run(store: leader_core::RedisStore) -> Result<(), leader_core::Error> {
-    /// store.announce_watcher("leader:nightly", std::time::Duration::from_secs(30)).await?;
-    /// # Ok(()) }
-    /// ```
+    /// Has the group's grants and releases published for the next `duration`, as a
+    /// [`GroupObserver`](crate::GroupObserver) of this store has them published while it
+    /// lives; for the tests of the announcement and for a program that subscribes to the
+    /// group's [channels](RedisGroupLayout) itself. Not a stable API: watch a group with a
+    /// `GroupObserver` (or `leader watch`). Without an announcement a grant publishes
+    /// nothing, and a release only when a refused candidate may be waiting. `duration`
+    /// must be between 1 ms and one day. Each store announces for itself: an announcement
+    /// never shortens another store's, and [`withdraw_watcher`](Self::withdraw_watcher)
+    /// withdraws only this store's (a `GroupObserver`'s announcement is its own, apart from
+    /// this one).
+    #[doc(hidden)]
     pub async fn announce_watcher(&self, key: &str, duration: Duration) -> Result<(), Error> {
         if duration < Duration::from_millis(1) || duration > Duration::from_secs(86_400) {
             return Err(Error::invalid_option(
@@ -245,7 +242,8 @@ impl RedisStore {
     }
 
     /// Withdraws this store's [announcement](Self::announce_watcher) of group `key`: once no
-    /// other store's is live, the group's grants are no longer published.
+    /// other store's is live, the group's grants are no longer published. Not a stable API.
+    #[doc(hidden)]
     pub async fn withdraw_watcher(&self, key: &str) -> Result<(), Error> {
         self.watch_script(key, 0, "tool").await
     }
