@@ -22,7 +22,7 @@ pub async fn run(cli: &Cli, json: bool) -> Result<ExitCode, Failure> {
         match store.state(&key).await {
             Ok(snapshot) => groups.push((name, key, snapshot)),
             Err(error) if !error.is_transient() => {
-                eprintln!("warning: skipped {key:?}: {}", crate::chain(&error));
+                eprintln!("warning: skipped {key:?}: {}", leader::error_chain(&error));
             }
             Err(error) => return Err(error.into()),
         }

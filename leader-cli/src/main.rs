@@ -34,23 +34,8 @@ async fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", chain(&*error));
+            eprintln!("error: {}", leader::error_chain(&*error));
             ExitCode::from(2)
         }
     }
-}
-
-/// An error with its causes, each once: `outer: inner: …` (a cause whose text the line holds
-/// already is left out).
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(&format!(": {cause_text}"));
-        }
-        source = cause.source();
-    }
-    text
 }

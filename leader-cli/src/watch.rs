@@ -68,7 +68,7 @@ fn show(state: &LeaderGroupState, json: bool, redraw_in_place: bool) -> Result<(
 /// A failure to read the group: on stderr (JSON on stdout with `--json`), then carry on.
 fn report(observer: &GroupObserver, error: &leader::Error, json: bool) -> Result<(), Failure> {
     let at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-    let message = crate::chain(error);
+    let message = leader::error_chain(error);
     if json {
         let line = serde_json::json!({
             "at": at, "group": observer.name(), "key": observer.key(), "error": message,

@@ -314,6 +314,37 @@ impl std::error::Error for SharedCause {
     }
 }
 
+/// `error` and its causes on one line, `outer: inner: …`, for a log line or a message to a
+/// person; a cause whose text the line holds already (an error that shows its root cause,
+/// as [`Error::Unavailable`] does) is left out.
+///
+/// ```
+/// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let error = leader_core::Error::Unavailable {
+///     store: "redis",
+///     endpoint: "redis://cache:6379".into(),
+///     operation: "acquire",
+///     cause: Box::new(std::io::Error::other(refused)),
+/// };
+/// assert_eq!(
+///     leader_core::error_chain(&error),
+///     "redis store at redis://cache:6379 unavailable during acquire: connection refused"
+/// );
+/// ```
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl Error {
     /// An error equal to `shared` for each of the many that receive it (observers of one
     /// group share one read): the same variant and fields, and a cause that reads as the
@@ -369,17 +400,7 @@ impl Error {
 mod duplicate_tests {
     use std::sync::Arc;
 
-    use super::Error;
-
-    fn chain(error: &dyn std::error::Error) -> String {
-        let mut text = error.to_string();
-        let mut cause = error.source();
-        while let Some(next) = cause {
-            text.push_str(&format!(": {next}"));
-            cause = next.source();
-        }
-        text
-    }
+    use super::{Error, error_chain as chain};
 
     #[test]
     fn a_duplicate_reads_as_the_original_with_its_whole_chain() {

@@ -21,6 +21,14 @@ pub fn default_holder_id() -> String {
     format!("{host}:{}:{:08x}", std::process::id(), u32::from_le_bytes(suffix))
 }
 
+/// The holder id an option type was given, or else the [default](default_holder_id);
+/// checked either way (see [`check_holder_id`]).
+pub(crate) fn chosen_or_default(chosen: Option<&String>) -> Result<String, Error> {
+    let holder_id = chosen.cloned().unwrap_or_else(default_holder_id);
+    check_holder_id(&holder_id)?;
+    Ok(holder_id)
+}
+
 /// Checks a holder id: non-empty, no control characters, at most [`MAX_HOLDER_LEN`] bytes.
 pub(crate) fn check_holder_id(holder: &str) -> Result<(), Error> {
     let allowed = format!(

@@ -46,7 +46,7 @@ pub use election::{
     LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LeaseGuard, LossReason,
     wait_for_releases,
 };
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, error_chain};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER};
 pub use leadership::{

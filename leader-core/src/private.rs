@@ -73,7 +73,7 @@ where
     let options = options.holder_id_or_else(process_holder_id);
     let mut elector = LeaderGroupElector::from_shared_store(store, options)?;
     if skip_on_store_error {
-        elector = elector.skipping_store_errors();
+        elector = elector.skip_on_store_error();
     }
     elector.run_if_leader(name, body).await
 }

@@ -139,7 +139,7 @@ pub(crate) async fn stand<P: Policy>(
 pub(crate) struct PerCall<'a> {
     deadline: Instant,
     group: &'a str,
-    retry_store_errors: bool,
+    skip_on_store_error: bool,
     backoff: Backoff,
 }
 
@@ -153,11 +153,11 @@ pub(crate) enum PerCallStop {
 
 impl<'a> PerCall<'a> {
     /// Waits `wait_time` from now for a slot of `group`.
-    pub(crate) fn new(group: &'a str, wait_time: Duration, retry_store_errors: bool) -> Self {
+    pub(crate) fn new(group: &'a str, wait_time: Duration, skip_on_store_error: bool) -> Self {
         PerCall {
             deadline: Instant::now() + wait_time,
             group,
-            retry_store_errors,
+            skip_on_store_error,
             backoff: Backoff::new(FIRST_PAUSE, CANDIDATE_CEILING),
         }
     }
@@ -175,7 +175,7 @@ impl Policy for PerCall<'_> {
     }
 
     async fn failed(&mut self, error: Error) -> Result<(), PerCallStop> {
-        if !(self.retry_store_errors && error.is_store_failure()) {
+        if !(self.skip_on_store_error && error.is_store_failure()) {
             return Err(PerCallStop::Failed(error));
         }
         let left = self.deadline.saturating_duration_since(Instant::now());

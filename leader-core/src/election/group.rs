@@ -86,8 +86,8 @@ impl LeaderGroupElector {
 
     /// This elector with the macros' `on_store_error = "skip"`: a store failure before a
     /// grant is tried again until `wait_time` is over, then the call is `Skipped`.
-    pub(crate) fn skipping_store_errors(mut self) -> Self {
-        Arc::make_mut(&mut self.settings).retry_store_errors = true;
+    pub(crate) fn skip_on_store_error(mut self) -> Self {
+        Arc::make_mut(&mut self.settings).skip_on_store_error = true;
         self
     }
 
@@ -235,7 +235,7 @@ impl LeaderGroupElector {
             holder: &settings.holder_id,
             lease_time: settings.lease_time,
         };
-        let mut policy = PerCall::new(name, settings.wait_time, settings.retry_store_errors);
+        let mut policy = PerCall::new(name, settings.wait_time, settings.skip_on_store_error);
         let Won { grant, sent_at } = match candidate::stand(
             &*self.store,
             request,

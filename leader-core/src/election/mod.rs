@@ -13,7 +13,7 @@ mod group;
 pub(crate) mod guard;
 pub(crate) mod lease;
 mod lease_guard;
-mod options;
+pub(crate) mod options;
 pub(crate) mod renewal;
 mod run_result;
 mod state;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::duration::{positive, renew_interval, within_limit};
 use crate::error::Error;
-use crate::holder::{check_holder_id, default_holder_id};
+use crate::holder;
 use crate::key::KeyOptions;
 
 /// Default [`LeaderElectionOptions::lease_time`]: 30 seconds.
@@ -121,13 +121,7 @@ impl LeaderElectionOptions {
 
     /// Checks every option for groups of `max_leaders`, and returns the settings.
     pub(crate) fn settings(&self, max_leaders: u32) -> Result<Settings, Error> {
-        let Some(max_leaders) = std::num::NonZeroU32::new(max_leaders) else {
-            return Err(Error::invalid_option(
-                "max_leaders",
-                max_leaders,
-                "must be at least 1 (1 is a single leader)",
-            ));
-        };
+        let max_leaders = checked_max_leaders(max_leaders)?;
         let wait_time = within_limit("wait_time", self.wait_time)?;
         let lease_time = positive("lease_time", self.lease_time)?;
         let min_lease_time = within_limit("min_lease_time", self.min_lease_time)?;
@@ -149,11 +143,7 @@ impl LeaderElectionOptions {
                 ));
             }
         };
-        let holder_id = match &self.holder_id {
-            Some(holder_id) => holder_id.clone(),
-            None => default_holder_id(),
-        };
-        check_holder_id(&holder_id)?;
+        let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
         self.keys.validate()?;
         Ok(Settings {
             max_leaders,
@@ -163,7 +153,7 @@ impl LeaderElectionOptions {
             renew_interval,
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
-            retry_store_errors: false,
+            skip_on_store_error: false,
         })
     }
 }
@@ -391,7 +381,18 @@ pub(crate) struct Settings {
     pub keys: KeyOptions,
     /// The macros' `on_store_error = "skip"`: store failures are tried again until
     /// `wait_time` is over, then the call is `Skipped`.
-    pub retry_store_errors: bool,
+    pub skip_on_store_error: bool,
+}
+
+/// `max_leaders` as a group's size: at least 1 (both option families check it here).
+pub(crate) fn checked_max_leaders(max_leaders: u32) -> Result<std::num::NonZeroU32, Error> {
+    std::num::NonZeroU32::new(max_leaders).ok_or_else(|| {
+        Error::invalid_option(
+            "max_leaders",
+            max_leaders,
+            "must be at least 1 (1 is a single leader)",
+        )
+    })
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use crate::duration::{positive, renew_interval, within_limit};
 use crate::election::DEFAULT_LEASE_TIME;
+use crate::election::options::checked_max_leaders;
 use crate::error::Error;
-use crate::holder::{check_holder_id, default_holder_id};
+use crate::holder;
 use crate::key::KeyOptions;
 
 /// What a leadership does over a store that does not coordinate (a
@@ -204,15 +205,8 @@ impl LeadershipOptions {
                 format!("must be at most retry_interval ({retry_interval:?})"),
             ));
         }
-        let Some(max_leaders) = std::num::NonZeroU32::new(self.max_leaders) else {
-            return Err(Error::invalid_option(
-                "max_leaders",
-                0,
-                "must be at least 1 (1 is a single leader)",
-            ));
-        };
-        let holder_id = self.holder_id.clone().unwrap_or_else(default_holder_id);
-        check_holder_id(&holder_id)?;
+        let max_leaders = checked_max_leaders(self.max_leaders)?;
+        let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
         Ok(LeadershipSettings {
             role: String::new(),
             key,
