@@ -151,6 +151,40 @@ async fn a_role_lock_timeout_is_contention_not_a_store_error() {
     holder.await.unwrap();
 }
 
+/// A role's `lock_timeout` reached the LISTEN connection too: an announcement that met a
+/// release's transaction (which holds the group's wait lock until it commits) failed, only
+/// logged, and the group stayed unannounced while watched, so its releases sent no NOTIFY
+/// and a waiter waited out the lease. The listening session now sets no lock timeout.
+#[tokio::test]
+async fn a_role_lock_timeout_leaves_no_watched_group_unannounced() {
+    let server = PostgresServer::start();
+    let holder = PostgresStore::connect(&server.url()).await.unwrap();
+    server.psql("CREATE ROLE impatient LOGIN SUPERUSER");
+    server.psql("ALTER ROLE impatient SET lock_timeout = '20ms'");
+    let url = format!("postgres://impatient@127.0.0.1:{}/postgres", server.port);
+    let waiter = PostgresStore::connect(&url).await.unwrap();
+    let _listening = waiter.watch_releases("leader:warm").await.unwrap();
+    let key = "leader:announced";
+    // What a release that found no waiter does: the wait lock, held until its commit.
+    let releasing = raw_client(&server).await;
+    let sql = format!("BEGIN; SELECT pg_try_advisory_xact_lock(public.leader_wait_key('{key}'))");
+    releasing.batch_execute(&sql).await.unwrap();
+    let commit = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        releasing.batch_execute("COMMIT").await.unwrap();
+    });
+    let mut watch = waiter.watch_releases(key).await.unwrap();
+    commit.await.unwrap();
+    let held = token();
+    let long = request_for(key, 1, held, 60 * SECOND);
+    assert!(matches!(holder.acquire(long).await.unwrap(), AcquireOutcome::Granted(_)));
+    // Wake-ups from before the release (the reconnection of a slow start, say) are spent.
+    while tokio::time::timeout(Duration::from_millis(20), watch.woken()).await.is_ok() {}
+    assert_eq!(holder.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    let woken = tokio::time::timeout(5 * SECOND, watch.woken()).await;
+    assert!(woken.is_ok(), "the release sent no NOTIFY: the group was not announced");
+}
+
 /// A `statement_timeout` the role sets (57014), on a pool of the application's
 /// (the store's own connections set their own), is contention too: retried.
 #[tokio::test]

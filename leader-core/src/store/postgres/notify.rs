@@ -221,7 +221,14 @@ impl Connect for Listen {
             }
         });
         let ready = async {
-            client.batch_execute(&format!("LISTEN {}", self.channel)).await?;
+            // An announcement may wait for a release's transaction, which holds the
+            // group's wait lock until it commits: a `lock_timeout` or `statement_timeout`
+            // the role sets would fail it, and leave the group unannounced (its releases
+            // then send no NOTIFY) for as long as it is watched. This session's statements
+            // wait only for locks, so it sets neither.
+            let setup =
+                format!("SET lock_timeout = 0; SET statement_timeout = 0; LISTEN {}", self.channel);
+            client.batch_execute(&setup).await?;
             let announce = client.prepare(&self.announce_sql).await?;
             let withdraw = client.prepare(&self.withdraw_sql).await?;
             let observe = client.prepare(&self.observe_sql).await?;
