@@ -104,6 +104,12 @@ impl Cli {
 
     /// The store the URL names, checked to answer.
     pub async fn store(&self) -> Result<SharedStore, Failure> {
+        if leader::store::store_kind_of(&self.url) == Some("memory") {
+            return Err("memory:// is a store of one process: this command would see only its \
+                        own, empty one; give the URL of the store the services share \
+                        (redis://, postgres://, etcd://)"
+                .into());
+        }
         let mut builder = leader::store::builder(&self.url).command_timeout(self.command_timeout);
         if let Some(path) = &self.ca_file {
             if !self.url.starts_with("postgres") {

@@ -315,8 +315,8 @@ impl std::error::Error for SharedCause {
 }
 
 /// `error` and its causes on one line, `outer: inner: …`, for a log line or a message to a
-/// person; a cause whose text the line holds already (an error that shows its root cause,
-/// as [`Error::Unavailable`] does) is left out.
+/// person; a cause whose text ends the line already (an error that shows its root cause,
+/// as [`Error::Unavailable`] does, or a wrapper that repeats its cause) is left out.
 ///
 /// ```
 /// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
@@ -336,8 +336,11 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
+        let shown = text == cause_text || text.ends_with(&format!(": {cause_text}"));
+        if !shown && !cause_text.is_empty() {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&cause_text);
         }
         source = cause.source();
@@ -401,6 +404,41 @@ mod duplicate_tests {
     use std::sync::Arc;
 
     use super::{Error, error_chain as chain};
+
+    /// A chain of plain messages, outermost first.
+    #[derive(Debug)]
+    struct Chained(&'static str, Option<Box<Chained>>);
+
+    impl std::fmt::Display for Chained {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Chained {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|cause| cause as _)
+        }
+    }
+
+    fn chained(messages: &[&'static str]) -> Chained {
+        let (first, rest) = messages.split_first().unwrap();
+        Chained(first, (!rest.is_empty()).then(|| Box::new(chained(rest))))
+    }
+
+    #[test]
+    fn a_chain_leaves_out_only_a_cause_that_ends_the_line_already() {
+        let cases: [(&[&'static str], &str); 5] = [
+            (&["command_timeout exceeded", "timeout"], "command_timeout exceeded: timeout"),
+            (&["invalid port 6379", "6"], "invalid port 6379: 6"),
+            (&["a", "b", "a"], "a: b: a"),
+            (&["", "cause"], "cause"),
+            (&["unavailable: refused", "refused", "refused"], "unavailable: refused"),
+        ];
+        for (messages, expected) in cases {
+            assert_eq!(chain(&chained(messages)), expected, "{messages:?}");
+        }
+    }
 
     #[test]
     fn a_duplicate_reads_as_the_original_with_its_whole_chain() {

@@ -65,14 +65,25 @@ pub fn builder(url: impl Into<String>) -> StoreBuilder {
 }
 
 /// Settings every store takes, for a store chosen by URL: made by [`builder`], finished by
-/// [`build`](Self::build) (no I/O) or [`connect`](Self::connect).
-#[derive(Debug)]
+/// [`build`](Self::build) (no I/O) or [`connect`](Self::connect). Its `Debug` shows the URL
+/// with its password replaced.
 #[must_use = "a builder does nothing until `build` or `connect`"]
 pub struct StoreBuilder {
     url: String,
     command_timeout: Option<Duration>,
     tls_roots: Vec<Vec<u8>>,
     replica_ack: Option<(u32, Duration)>,
+}
+
+impl std::fmt::Debug for StoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBuilder")
+            .field("url", &super::url::redact(&self.url))
+            .field("command_timeout", &self.command_timeout)
+            .field("tls_roots", &self.tls_roots.len())
+            .field("replica_ack", &self.replica_ack)
+            .finish()
+    }
 }
 
 /// Which store a URL names, among those this build has.
@@ -241,6 +252,14 @@ mod tests {
     }
 
     #[test]
+    fn a_builder_shows_no_password() {
+        for url in ["postgres://u:s3cret@h/db", "postgresql://h/db?password=s3cret"] {
+            let shown = format!("{:?}", builder(url));
+            assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+        }
+    }
+
+    #[test]
     fn the_scheme_picks_the_store_and_a_wrong_one_is_named() {
         assert_eq!(builder("memory://").build().unwrap().kind(), "memory");
         assert!(refusal("mysql://db/app").contains("unknown scheme"), "{}", refusal("mysql://x"));
@@ -259,9 +278,25 @@ mod tests {
         let cluster = builder("redis+cluster://a:s3cret@10.0.0.1:7000,10.0.0.2:7000").build();
         assert_eq!(cluster.unwrap().kind(), "redis");
         assert!(builder("redis+sentinel://10.0.0.7:26379/mymaster").build().is_ok());
-        for url in ["redis+sentinel://10.0.0.7:26379", "redis+sentinel://u:p@h:1/m"] {
-            assert!(refusal(url).contains("expected redis+sentinel://"), "{url}: {}", refusal(url));
+        let refused = [
+            "redis+sentinel://10.0.0.7:26379",
+            "redis+sentinel://u:p@h:1/m",
+            "redis+sentinel://10.0.0.7:26379,/m",
+            "redis+sentinel:///m",
+            "redis+sentinel://h:1/my master",
+            "redis+sentinel://h:1/u:s3cret@m",
+        ];
+        for url in refused {
+            let refusal = refusal(url);
+            assert!(refusal.contains("expected redis+sentinel://"), "{url}: {refusal}");
+            assert!(!refusal.contains("s3cret"), "{refusal}");
         }
+        for url in ["redis+cluster://h:1,", "redis+cluster://@", "redis+cluster://u:s3cret@h:1,"] {
+            let refusal = refusal(url);
+            assert!(refusal.contains("expected redis+cluster://"), "{url}: {refusal}");
+            assert!(!refusal.contains("s3cret"), "{refusal}");
+        }
+        assert_eq!(builder("REDIS://127.0.0.1:6379").build().unwrap().kind(), "redis");
     }
 
     #[cfg(not(feature = "postgres"))]

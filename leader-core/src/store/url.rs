@@ -23,8 +23,13 @@ pub(crate) const SCHEMES: &[(&str, &str, Option<&str>)] = &[
 /// `url`'s scheme, with the kind of store it names and the feature that store needs; `None`
 /// for a scheme no store reads.
 pub(crate) fn scheme_of(url: &str) -> Option<(&'static str, &'static str, Option<&'static str>)> {
-    let scheme = url.split_once("://")?.0;
-    SCHEMES.iter().copied().find(|(known, _, _)| *known == scheme)
+    let Some((scheme, _)) = url.split_once("://") else {
+        // PostgreSQL's `key=value` connection string (`host=db user=app dbname=app`).
+        let first = url.split_whitespace().next()?;
+        return first.contains('=').then_some(("postgres", "postgres", Some("postgres")));
+    };
+    // Schemes ignore case (RFC 3986), as the stores' own builders do.
+    SCHEMES.iter().copied().find(|(known, _, _)| known.eq_ignore_ascii_case(scheme))
 }
 
 /// The kind of store `url` names (`memory`, `redis`, `postgres` or `etcd`, as
@@ -37,6 +42,8 @@ pub(crate) fn scheme_of(url: &str) -> Option<(&'static str, &'static str, Option
 ///
 /// assert_eq!(store_kind_of("redis+sentinel://10.0.0.7:26379/mymaster"), Some("redis"));
 /// assert_eq!(store_kind_of("postgresql://app@db/app"), Some("postgres"));
+/// assert_eq!(store_kind_of("host=db user=app dbname=app"), Some("postgres"));
+/// assert_eq!(store_kind_of("REDIS://cache:6379"), Some("redis"));
 /// assert_eq!(store_kind_of("mysql://db/app"), None);
 /// ```
 pub fn store_kind_of(url: &str) -> Option<&'static str> {
@@ -54,11 +61,14 @@ pub(crate) fn listed() -> String {
     }
 }
 
-/// `url` with the password of its user-info part replaced by `***`.
+/// `url` with every password replaced by `***`: the user-info part's (whatever characters
+/// the password holds, `/`, `?` and `#` included), and the value of a `pass` or `password`
+/// query parameter (as Redis's `unix://` and PostgreSQL's URLs take them).
 ///
 /// ```text
-/// redis://app:s3cret@cache:6379/0  ->  redis://app:***@cache:6379/0
-/// redis://:s3cret@cache            ->  redis://:***@cache
+/// redis://app:s3cret@cache:6379/0        ->  redis://app:***@cache:6379/0
+/// redis://:s3cret@cache                  ->  redis://:***@cache
+/// unix:///run/redis.sock?pass=s3cret     ->  unix:///run/redis.sock?pass=***
 /// ```
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -72,15 +82,38 @@ pub(crate) fn redact(url: &str) -> String {
             url.to_owned()
         };
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
+    // The user-info part ends at the last `@`: a password may hold `/`, `?`, `#` or `@`.
     // Only a password is hidden; a user alone is shown as it is.
-    match authority.rsplit_once('@').and_then(|(user_info, host)| {
-        user_info.split_once(':').map(|(user, _password)| (user, host))
-    }) {
-        Some((user, host)) => format!("{scheme}://{user}:***@{host}{tail}"),
-        None => url.to_owned(),
-    }
+    let rest = match rest.rsplit_once('@') {
+        Some((user_info, after)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{after}"),
+            None => rest.to_owned(),
+        },
+        None => rest.to_owned(),
+    };
+    format!("{scheme}://{}", redact_query(&rest))
+}
+
+/// `rest` with the values of its `pass` and `password` query parameters replaced by `***`.
+fn redact_query(rest: &str) -> String {
+    let Some((before, query)) = rest.split_once('?') else { return rest.to_owned() };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query, None),
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _))
+                if ["pass", "password"].contains(&name.to_ascii_lowercase().as_str()) =>
+            {
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    let fragment = fragment.map(|f| format!("#{f}")).unwrap_or_default();
+    format!("{before}?{}{fragment}", pairs.join("&"))
 }
 
 #[cfg(test)]
@@ -94,5 +127,23 @@ mod tests {
         assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(redact("not a url with p@ss"), "<unparsable URL with credentials>");
         assert!(!redact("redis://u:p@ss@host").contains("p@ss"));
+        for raw in ["pa/ss", "pa?ss", "pa#ss", "pa@ss/x?y#z"] {
+            for url in [
+                format!("redis://u:{raw}@127.0.0.1:6379"),
+                format!("redis+cluster://u:{raw}@h:1,h:2"),
+                format!("postgres://u:{raw}@h/db"),
+            ] {
+                assert!(!redact(&url).contains(raw), "{url} -> {}", redact(&url));
+            }
+        }
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?user=default&pass=s3cret&db=9"),
+            "redis+unix:///tmp/r.sock?user=default&pass=***&db=9"
+        );
+        assert_eq!(
+            redact("postgresql://h/db?Password=s3cret#x"),
+            "postgresql://h/db?Password=***#x"
+        );
+        assert_eq!(redact("redis://h/?user=a@b"), "redis://h/?user=a@b", "a user alone is shown");
     }
 }

@@ -184,8 +184,8 @@ impl Target {
     /// The connection pool, the subscriber and a redacted description of the deployment.
     fn open(self) -> Result<(ConnectionSource, SubscriberSource, String), Error> {
         match self {
-            Target::Url(url) if url.starts_with("redis+sentinel://") => sentinel_url(&url)?.open(),
-            Target::Url(url) if url.starts_with("redis+cluster://") => cluster_url(&url)?.open(),
+            Target::Url(url) if has_scheme(&url, "redis+sentinel") => sentinel_url(&url)?.open(),
+            Target::Url(url) if has_scheme(&url, "redis+cluster") => cluster_url(&url)?.open(),
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(|e| invalid_url(&url, e))?;
                 let mut config = deadpool_redis::Config::from_url(url.as_str());
@@ -274,16 +274,24 @@ fn redacted_list(urls: Option<&[String]>) -> String {
     urls.unwrap_or_default().iter().map(|u| url::redact(u)).collect::<Vec<_>>().join(",")
 }
 
+/// Whether `url` starts with `scheme://`, in any case.
+fn has_scheme(url: &str, scheme: &str) -> bool {
+    url.split_once("://").is_some_and(|(found, _)| found.eq_ignore_ascii_case(scheme))
+}
+
 /// A Sentinel deployment from `redis+sentinel://host:port[,host:port…]/primary-name`.
 fn sentinel_url(url: &str) -> Result<Target, Error> {
-    let rest = url.trim_start_matches("redis+sentinel://");
+    let rest = &url["redis+sentinel://".len()..];
     let (nodes, primary) = rest.split_once('/').unwrap_or((rest, ""));
-    if primary.is_empty() || primary.contains('/') || nodes.contains('@') || nodes.is_empty() {
+    let primary_ok = !primary.is_empty()
+        && primary.chars().all(|c| c.is_ascii_graphic() && !"/@?#:".contains(c));
+    if !primary_ok || nodes.contains('@') || nodes.split(',').any(str::is_empty) {
         return Err(Error::invalid_option(
             "url",
             url::redact(url),
-            "expected redis+sentinel://host:port[,host:port…]/primary-name, without credentials \
-             (for those, use RedisStore::sentinel_builder)",
+            "expected redis+sentinel://host:port[,host:port…]/primary-name (a name of visible \
+             characters without / @ ? # :), without credentials (for those, use \
+             RedisStore::sentinel_builder)",
         ));
     }
     let urls = nodes.split(',').map(|node| format!("redis://{node}")).collect();
@@ -296,12 +304,12 @@ fn sentinel_url(url: &str) -> Result<Target, Error> {
 
 /// A Cluster from `redis+cluster://[user:password@]host:port[,host:port…]`.
 fn cluster_url(url: &str) -> Result<Target, Error> {
-    let rest = url.trim_start_matches("redis+cluster://");
+    let rest = &url["redis+cluster://".len()..];
     let (user_info, nodes) = match rest.rsplit_once('@') {
         Some((user_info, nodes)) => (format!("{user_info}@"), nodes),
         None => (String::new(), rest),
     };
-    if nodes.is_empty() || nodes.contains('/') {
+    if nodes.split(',').any(str::is_empty) || nodes.contains('/') {
         return Err(Error::invalid_option(
             "url",
             url::redact(url),
