@@ -81,10 +81,11 @@ impl Members {
     }
 
     /// Runs `call` on the preferred member within `bound`; after a transient failure, on the
-    /// next member (after [`MEMBER_RETRY_PAUSE`], doubling), until the deadline. Each attempt has an equal
-    /// share of the time left among the members not tried yet, so a member that does not
-    /// answer at all (dead, paused, cut off) leaves time for the others. Every call made
-    /// through here must be safe to make twice: reads, keep-alives, revocations.
+    /// next member (after [`MEMBER_RETRY_PAUSE`], doubling), until the deadline. Each
+    /// attempt has an equal share of the time left among the members not tried yet, so a
+    /// member that does not answer at all (dead, paused, cut off) leaves time for the
+    /// others. Every call made through here must be safe to make twice: reads, keep-alives,
+    /// revocations.
     pub(crate) async fn call<T, F>(
         &self,
         bound: &Bound,
