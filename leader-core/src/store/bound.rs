@@ -66,11 +66,11 @@ impl Bound {
     /// Makes `attempt` until it answers, gives up, or the deadline leaves no time for
     /// another: again at once after a [`Then::AtOnce`] failure (or [`Error::Timeout`] if
     /// the deadline has passed), after a pause of `first_pause` (doubling each time) after
-    /// a [`Then::AfterPause`] one (or that failure's error if the pause would end after the
-    /// deadline). Each attempt
-    /// learns how many came before it ([`Tries`]) and runs its own calls within this
-    /// deadline ([`run`](Self::run)), so it can clean up after one that timed out (cancel a
-    /// statement, drop a connection that did not answer). The error is the last attempt's.
+    /// a [`Then::AfterPause`] one (or that failure's error if the pause would end after
+    /// the deadline), never after a [`Then::Stop`] one (its error). Each attempt learns
+    /// how many came before it ([`Tries`]) and runs its own calls within this deadline
+    /// ([`run`](Self::run)), so it can clean up after one that timed out (cancel a
+    /// statement, drop a connection that did not answer).
     pub(crate) async fn retry<T, Attempt>(
         &self,
         first_pause: Duration,
