@@ -110,7 +110,7 @@ local function watched_at(value, now)
   return value and (tonumber(value) or 0) > now
 end
 
-local FULL_PREFIX = 'leader-full:'
+-- FULL_PREFIX, the full marker's prefix, comes from full_marker.lua, placed before.
 
 -- Whether the full marker at `full_key` is this store's (false when there is none, or
 -- when another's value of any type is there).

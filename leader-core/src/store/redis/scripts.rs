@@ -26,9 +26,17 @@ pub(crate) struct LuaScript {
 /// releases. `state` carries `no-writes`, so it also answers on a replica.
 macro_rules! lua_script {
     ($name:literal, $index:literal, $shebang:literal) => {
+        lua_script!($name, $index, $shebang, "")
+    };
+    // `$first`: a part of the script that runs before the prelude (acquire's refusal of a
+    // group known to be full, which then defines none of the prelude's functions).
+    ($name:literal, $index:literal, $shebang:literal, $first:expr) => {
         LazyLock::new(|| {
             let source = concat!(
                 $shebang,
+                "\n",
+                include_str!("full_marker.lua"),
+                $first,
                 "\n",
                 include_str!("prelude.lua"),
                 "\n",
@@ -42,7 +50,7 @@ macro_rules! lua_script {
 
 /// How many scripts there are.
 pub(crate) const SCRIPT_COUNT: usize = 6;
-pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0, "#!lua flags=allow-oom");
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0, "#!lua flags=allow-oom", include_str!("acquire_refusal.lua"));
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2, "#!lua flags=allow-oom");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3, "#!lua flags=no-writes");
