@@ -50,7 +50,8 @@ macro_rules! lua_script {
 
 /// How many scripts there are.
 pub(crate) const SCRIPT_COUNT: usize = 6;
-pub(crate) static ACQUIRE: LazyLock<LuaScript> = lua_script!("acquire", 0, "#!lua flags=allow-oom", include_str!("acquire_refusal.lua"));
+pub(crate) static ACQUIRE: LazyLock<LuaScript> =
+    lua_script!("acquire", 0, "#!lua flags=allow-oom", include_str!("acquire_refusal.lua"));
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
 pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2, "#!lua flags=allow-oom");
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3, "#!lua flags=no-writes");
