@@ -156,6 +156,19 @@ async fn release_ends_a_slot_named_by_token_fence_or_holder() {
     assert_eq!(store.state("leader:stuck").await.unwrap().leaders.len(), 2);
 }
 
+/// `memory://` is a store of one process: the command would read its own, empty one and
+/// show no holder (or `watch` it for ever). Refused, naming the stores to give instead.
+#[test]
+fn a_memory_url_is_refused() {
+    for command in [&["state", "jobs"][..], &["watch", "jobs"], &["groups"]] {
+        let output = leader("memory://", command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}");
+        let message = stderr(&output);
+        assert!(message.contains("memory:// is a store of one process"), "{message}");
+        assert!(message.contains("redis://, postgres://, etcd://"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn errors_are_clear_and_exit_with_2() {
     // An unreachable server, on every store: one line naming the store, where it is (no
