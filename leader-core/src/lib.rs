@@ -28,6 +28,7 @@ mod key;
 mod leadership;
 mod observe;
 mod outage;
+mod partitions;
 mod private;
 mod serde_support;
 mod share;
@@ -54,6 +55,10 @@ pub use leadership::{
     LeadershipStatus, Roles, WhenUncoordinated,
 };
 pub use observe::GroupObserver;
+pub use partitions::{
+    MAX_PARTITIONS, Partition, PartitionEvent, PartitionEvents, PartitionOptions, Partitions,
+    PartitionsView,
+};
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
 #[cfg(feature = "etcd")]
 pub use store::{EtcdStore, EtcdStoreBuilder};

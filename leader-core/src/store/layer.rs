@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotRef,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -89,6 +89,17 @@ pub trait StoreLayer: Debug + Send + Sync {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         inner.renew(key, token, lease_time).await
+    }
+
+    /// [`LeaseStore::renew_many`]. Default: the wrapped store's (which does not pass through
+    /// this layer's [`renew`](Self::renew): a layer that changes renewals overrides both).
+    async fn renew_many(
+        &self,
+        inner: &dyn LeaseStore,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        inner.renew_many(slots, lease_time).await
     }
 
     /// [`LeaseStore::release`]. Default: the wrapped store's.
@@ -165,6 +176,15 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         (**self).renew(inner, key, token, lease_time).await
+    }
+
+    async fn renew_many(
+        &self,
+        inner: &dyn LeaseStore,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        (**self).renew_many(inner, slots, lease_time).await
     }
 
     async fn release(
@@ -257,6 +277,14 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         self.layer.renew(&self.inner, key, token, lease_time).await
+    }
+
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        self.layer.renew_many(&self.inner, slots, lease_time).await
     }
 
     async fn release(

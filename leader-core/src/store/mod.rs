@@ -206,6 +206,51 @@ pub enum ReleaseOutcome {
     NotHeld,
 }
 
+/// One slot of a batch renewal ([`LeaseStore::renew_many`]): the group's key and the token
+/// the slot is held under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldSlot<'a> {
+    /// The group's resolved store key.
+    pub key: &'a str,
+    /// The token the slot is held under.
+    pub token: LeaseToken,
+}
+
+impl<'a> HeldSlot<'a> {
+    /// The slot of group `key` held under `token`.
+    pub fn new(key: &'a str, token: LeaseToken) -> Self {
+        HeldSlot { key, token }
+    }
+}
+
+/// How many slots a store renews in one round trip at most, in
+/// [`LeaseStore::renew_many`]: a longer batch is sent in parts of this size (the Redis
+/// store's script and the PostgreSQL store's statement; a server blocks on each part, so the
+/// parts stay short).
+pub const RENEW_BATCH_LEN: usize = 128;
+
+/// How many renewals the default [`LeaseStore::renew_many`] keeps in flight at once.
+const RENEW_MANY_IN_FLIGHT: usize = 32;
+
+/// The default [`LeaseStore::renew_many`]: each slot renewed as [`LeaseStore::renew`] does,
+/// [`RENEW_MANY_IN_FLIGHT`] at a time, answers in order.
+pub(crate) async fn renew_each<S: LeaseStore + ?Sized>(
+    store: &S,
+    slots: &[HeldSlot<'_>],
+    lease_time: Duration,
+) -> Result<Vec<RenewOutcome>, Error> {
+    let mut answers = Vec::with_capacity(slots.len());
+    for part in slots.chunks(RENEW_MANY_IN_FLIGHT) {
+        // The futures made before the await: a closure held across it would tie the
+        // future's `Send` to a lifetime the compiler cannot prove general.
+        let renewals: Vec<_> =
+            part.iter().map(|slot| store.renew(slot.key, slot.token, lease_time)).collect();
+        answers.extend(futures_util::future::try_join_all(renewals).await?);
+    }
+    Ok(answers)
+}
+
 /// Which slot of a group a tool names, for [`LeaseStore::revoke`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -301,6 +346,24 @@ pub trait LeaseStore: Debug + Send + Sync {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error>;
 
+    /// Renews every slot of `slots` as [`renew`](Self::renew) would, each to live
+    /// `lease_time` from now, in as few round trips as the store allows; the answers come in
+    /// the order of `slots`. For a node holding many slots (partition leases): the Redis
+    /// store renews up to [`RENEW_BATCH_LEN`] slots in one script call (outside a Cluster,
+    /// whose slots live on different servers), the PostgreSQL store in one statement.
+    ///
+    /// An error is the whole batch's: some of its slots may have been renewed, and renewing
+    /// them again is harmless.
+    ///
+    /// Default: each slot renewed by [`renew`](Self::renew), a few at a time.
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        renew_each(self, slots, lease_time).await
+    }
+
     /// Frees the slot held under `token`, or keeps it until `min_lease_time` after it was
     /// granted if that moment is still ahead.
     async fn release(
@@ -384,6 +447,14 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         (**self).renew(key, token, lease_time).await
+    }
+
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        (**self).renew_many(slots, lease_time).await
     }
 
     async fn release(

@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use async_trait::async_trait;
 use leader_core::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, Layered, ReleaseOutcome, RenewOutcome,
-    Revocation, SlotRef, StoreLayer,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, HeldSlot, Layered, RENEW_BATCH_LEN,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotRef, StoreLayer,
 };
 use leader_core::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,
@@ -87,6 +87,7 @@ macro_rules! with_every_rule {
             fences_strictly_increase,
             max_leaders_mismatch_names_both_values,
             renew_extends_only_a_held_slot,
+            a_batch_renewal_answers_each_slot_as_a_renewal_would,
             release_is_token_checked,
             release_and_renew_never_revive_an_expired_slot,
             a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
@@ -293,6 +294,49 @@ pub async fn renew_extends_only_a_held_slot<S: LeaseStore + Clone + 'static>(sto
     }
     sleep(base + base / 2).await; // past the original lease, well within the renewed one
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1, "renewal did not hold");
+}
+
+/// The rule: A batch renewal answers each slot as a renewal would, in order, also past one
+/// round trip's worth of slots, on groups named after `key` of `store`.
+pub async fn a_batch_renewal_answers_each_slot_as_a_renewal_would<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    let base = lease().max(Duration::from_secs(2));
+    // More slots than one round trip carries, so the store's parts meet.
+    let count = RENEW_BATCH_LEN + 3;
+    let keys: Vec<String> = (0..count).map(|i| format!("{key}-{i}")).collect();
+    let tokens: Vec<LeaseToken> = (0..count).map(|_| token()).collect();
+    for (key, held) in keys.iter().zip(&tokens) {
+        granted(store, request_for(key, 1, *held, base)).await;
+    }
+    // Slot 1 released, slot 2 asked under a stranger's token: neither is held.
+    store.release(&keys[1], tokens[1], Duration::ZERO).await.unwrap();
+    let mut slots: Vec<HeldSlot<'_>> =
+        keys.iter().zip(&tokens).map(|(key, held)| HeldSlot::new(key, *held)).collect();
+    slots[2] = HeldSlot::new(&keys[2], token());
+    assert_eq!(store.renew_many(&[], base).await.unwrap(), Vec::new(), "an empty batch");
+    sleep(base / 4).await;
+    let longer = base * 3;
+    let answers = store.renew_many(&slots, longer).await.unwrap();
+    assert_eq!(answers.len(), count, "one answer per slot");
+    for (i, answer) in answers.iter().enumerate() {
+        match (i, answer) {
+            (1 | 2, RenewOutcome::NotHeld) => {}
+            (1 | 2, other) => panic!("slot {i}, not held, got {other:?}"),
+            (_, RenewOutcome::Renewed { expires_in, .. }) => {
+                assert!(*expires_in > base && *expires_in <= longer, "slot {i}: {expires_in:?}")
+            }
+            (_, other) => panic!("slot {i}, held, got {other:?}"),
+        }
+    }
+    sleep(base + base / 2).await; // past the original lease, well within the renewed one
+    for i in [0, 3, count - 1] {
+        assert_eq!(store.state(&keys[i]).await.unwrap().leaders.len(), 1, "slot {i} lapsed");
+    }
+    assert!(store.state(&keys[2]).await.unwrap().leaders.is_empty(), "a stranger renewed slot 2");
 }
 
 /// The rule: Release is token checked, on `key` of `store`.

@@ -24,8 +24,8 @@ use super::answer::{Answer, Decode};
 use super::bound::{Bound, Failed, Then, Tries};
 use super::class::Class;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotInfo, SlotRef,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::backoff::STATEMENT_RETRY_PAUSE;
 use crate::error::Error;
@@ -111,6 +111,20 @@ impl<'a> Call<'a> {
     }
 }
 
+/// A renewal's answer, from a row of the `renew` function.
+fn renewal(row: &Row) -> Result<RenewOutcome, Error> {
+    let get = |column: &str| row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e));
+    let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
+    let (expires, now) = (get("expires_us")?, get("now_us")?);
+    let answer = Answer {
+        code: outcome.into(),
+        expires_at: expires.map(time_of),
+        expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
+        ..Answer::default()
+    };
+    Decode { store: "postgres", operation: "renew" }.renew(answer)
+}
+
 impl PostgresStore {
     /// Creates the tables and functions if they are missing (idempotent; safe when many
     /// processes start at once), and checks that existing tables have the expected shape.
@@ -162,6 +176,27 @@ impl PostgresStore {
     /// A statement that outlives the deadline is cancelled on the server (a cancel request)
     /// and its connection closed, so it never grants a slot after its caller gave up; the
     /// store's own connections also carry a `statement_timeout` below the command timeout.
+    /// One statement of [`renew_many`](LeaseStore::renew_many): the answers for `keys`
+    /// held under `tokens`, in order.
+    async fn renew_part(
+        &self,
+        keys: &[&str],
+        tokens: &[String],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        let sql = &self.inner.names.renew_many_sql;
+        let lease = millis(lease_time);
+        let params: [&(dyn ToSql + Sync); 3] = [&keys, &tokens, &lease];
+        let rows = self.query(Call::candidate("renew", sql), &params).await?;
+        if rows.len() != keys.len() {
+            return Err(unexpected(
+                "renew",
+                &format!("{} rows for {} slots", rows.len(), keys.len()),
+            ));
+        }
+        rows.iter().map(renewal).collect()
+    }
+
     async fn query(
         &self,
         call: Call<'_>,
@@ -388,19 +423,35 @@ impl LeaseStore for PostgresStore {
             let (token, lease) = (token.to_string(), millis(lease_time));
             let params: [&(dyn ToSql + Sync); 3] = [&key, &token, &lease];
             let rows = self.query(Call::candidate("renew", sql), &params).await?;
-            let row = rows.first().ok_or_else(|| unexpected("renew", "no row"))?;
-            let get = |column: &str| {
-                row.try_get::<_, Option<i64>>(column).map_err(|e| decode("renew", e))
-            };
-            let outcome: i32 = row.try_get("outcome").map_err(|e| decode("renew", e))?;
-            let (expires, now) = (get("expires_us")?, get("now_us")?);
-            let answer = Answer {
-                code: outcome.into(),
-                expires_at: expires.map(time_of),
-                expires_in: expires.zip(now).map(|(expires, now)| between(now, expires)),
-                ..Answer::default()
-            };
-            Decode { store: "postgres", operation: "renew" }.renew(answer)
+            renewal(rows.first().ok_or_else(|| unexpected("renew", "no row"))?)
+        })
+        .await
+    }
+
+    /// Up to [`RENEW_BATCH_LEN`] slots per statement, each renewed by the `renew` function
+    /// in one transaction. Its advisory locks are taken in the order of the keys, sorted
+    /// here, so two batches never wait on each other in a cycle.
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
+            let mut order: Vec<usize> = (0..slots.len()).collect();
+            order.sort_by_key(|&i| slots[i].key);
+            let mut answers = vec![RenewOutcome::NotHeld; slots.len()];
+            for part in order.chunks(RENEW_BATCH_LEN) {
+                let keys: Vec<&str> = part.iter().map(|&i| slots[i].key).collect();
+                let tokens: Vec<String> =
+                    part.iter().map(|&i| slots[i].token.to_string()).collect();
+                for (&i, answer) in
+                    part.iter().zip(self.renew_part(&keys, &tokens, lease_time).await?)
+                {
+                    answers[i] = answer;
+                }
+            }
+            Ok(answers)
         })
         .await
     }

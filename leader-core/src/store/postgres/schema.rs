@@ -168,6 +168,9 @@ pub(crate) struct Names {
     pub channel: String,
     pub acquire_sql: String,
     pub renew_sql: String,
+    /// Renews the slots of keys `$1` under tokens `$2` (arrays, in the same order), each to
+    /// `$3` ms, in one statement: a row per slot, in order.
+    pub renew_many_sql: String,
     pub release_sql: String,
     pub revoke_sql: String,
     pub state_sql: String,
@@ -228,6 +231,11 @@ impl Names {
             channel: channel(schema, prefix),
             acquire_sql: ACQUIRE_SQL.replace("__S__", schema).replace("__P__", prefix),
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
+            renew_many_sql: format!(
+                "SELECT r.* FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(key, token, n) \
+                 CROSS JOIN LATERAL {}(u.key, u.token, $3) AS r ORDER BY u.n",
+                qualified("renew")
+            ),
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             revoke_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("revoke")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),

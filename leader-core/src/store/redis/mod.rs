@@ -25,13 +25,13 @@ use self::pubsub::{Notifications, SubscriberSource};
 #[cfg(feature = "unstable-script-calls")]
 pub use self::script_call::ScriptCall;
 use self::scripts::{
-    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, REVOKE, STATE, TokenArg, WATCH,
+    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, RENEW_MANY, REVOKE, STATE, TokenArg, WATCH,
 };
 use super::bound::{Bound, Failed, Then};
 use super::class::Class;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotRef,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -132,6 +132,30 @@ impl RedisStore {
     /// Which deployment the store talks to: `standalone`, `sentinel` or `cluster`.
     pub fn topology(&self) -> &'static str {
         self.inner.connections.topology()
+    }
+
+    /// One script call of [`renew_many`](LeaseStore::renew_many): `part` holds at most
+    /// [`RENEW_BATCH_LEN`] slots.
+    async fn renew_part(
+        &self,
+        part: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        let Some(first) = part.first() else { return Ok(Vec::new()) };
+        let groups =
+            part.iter().map(|slot| GroupKeys::new(slot.key)).collect::<Result<Vec<_>, _>>()?;
+        let named: Vec<_> = groups.iter().flat_map(|keys| [keys.group(), keys.full()]).collect();
+        let tokens: Vec<_> = part.iter().map(|slot| TokenArg(slot.token)).collect();
+        let channels: Vec<_> = groups.iter().map(|keys| keys.release_channel()).collect();
+        let lease = millis(lease_time);
+        let keys: Vec<&dyn ToRedisArgsDyn> = named.iter().map(|name| name as _).collect();
+        let mut args: Vec<&dyn ToRedisArgsDyn> = vec![&lease, &self.inner.idle_group_ttl_ms];
+        for (token, channel) in tokens.iter().zip(&channels) {
+            args.push(token);
+            args.push(channel);
+        }
+        let reply = self.call("renew_many", first.key, &RENEW_MANY, &keys, &args).await?;
+        reply::renew_many(reply, part.len())
     }
 
     async fn check_reachable(&self) -> Result<(), Error> {
@@ -453,6 +477,28 @@ impl LeaseStore for RedisStore {
                 )
                 .await?;
             reply::renew(reply)
+        })
+        .await
+    }
+
+    /// Up to [`RENEW_BATCH_LEN`] slots per script call (`renew_many.lua`, renew.lua's
+    /// work for each slot). A Cluster keeps each group on the server of its own hash slot, so
+    /// there the slots are renewed one by one.
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        if self.topology() == "cluster" {
+            return crate::store::renew_each(self, slots, lease_time).await;
+        }
+        crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
+            let mut answers = Vec::with_capacity(slots.len());
+            for part in slots.chunks(RENEW_BATCH_LEN) {
+                answers.extend(self.renew_part(part, lease_time).await?);
+            }
+            Ok(answers)
         })
         .await
     }

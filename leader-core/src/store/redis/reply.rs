@@ -105,6 +105,25 @@ pub(super) fn renew(reply: Value) -> Result<RenewOutcome, Error> {
     decode("renew").renew(answer)
 }
 
+/// `{now_ms, expires_ms or 0 for each slot}` (renew_many.lua), for `count` slots.
+pub(super) fn renew_many(reply: Value, count: usize) -> Result<Vec<RenewOutcome>, Error> {
+    let numbers = array("renew_many", &reply)?;
+    let Some((&now, expiries)) = numbers.split_first().filter(|(_, rest)| rest.len() == count)
+    else {
+        return Err(malformed("renew_many", &reply));
+    };
+    let renewal = |expires: i64| match expires {
+        0 => Answer { code: 0, ..Answer::default() },
+        _ => Answer {
+            code: 1,
+            expires_at: Some(at(expires)),
+            expires_in: Some(time_to_live(expires, now)),
+            ..Answer::default()
+        },
+    };
+    expiries.iter().map(|&expires| decode("renew_many").renew(renewal(expires))).collect()
+}
+
 /// `{1}`, `{2, expires_in_ms}` or `{0}` (release.lua).
 pub(super) fn release(reply: Value) -> Result<ReleaseOutcome, Error> {
     let answer = match *array("release", &reply)?.as_slice() {

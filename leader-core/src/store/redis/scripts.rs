@@ -49,7 +49,7 @@ macro_rules! lua_script {
 }
 
 /// How many scripts there are.
-pub(crate) const SCRIPT_COUNT: usize = 6;
+pub(crate) const SCRIPT_COUNT: usize = 7;
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
     lua_script!("acquire", 0, "#!lua flags=allow-oom", include_str!("acquire_refusal.lua"));
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
@@ -57,6 +57,8 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = lua_script!("release", 2, "#!lu
 pub(crate) static STATE: LazyLock<LuaScript> = lua_script!("state", 3, "#!lua flags=no-writes");
 pub(crate) static WATCH: LazyLock<LuaScript> = lua_script!("watch", 4, "#!lua flags=allow-oom");
 pub(crate) static REVOKE: LazyLock<LuaScript> = lua_script!("revoke", 5, "#!lua flags=allow-oom");
+pub(crate) static RENEW_MANY: LazyLock<LuaScript> =
+    lua_script!("renew_many", 6, "#!lua flags=allow-oom");
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call

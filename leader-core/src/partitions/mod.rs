@@ -1,0 +1,211 @@
+//! Partition leases: `count` units of work (partitions, tenants, shards) spread over the
+//! live nodes of a fleet, each unit held under a lease of its own.
+//!
+//! Each node of a set, [`Partitions::start`]ed under one name on one store:
+//! - announces itself: a slot of the group `{name}/members`, renewed with its lease, so the
+//!   members are read from the store (no configuration), and a node that dies leaves it
+//!   when its lease ends;
+//! - computes its share from the members alone (every node computes the same table):
+//!   `floor(count / n)` or `ceil(count / n)` partitions of `n` members, chosen by
+//!   rendezvous hashing so that a join or a leave moves few partitions;
+//! - holds each partition of its share as the one slot of the group `{name}/{partition}`,
+//!   with its own fence and loss signal ([`Partition`]), and renews them all in batches
+//!   ([`LeaseStore::renew_many`]: one round trip per 128 partitions on Redis and PostgreSQL);
+//! - hands over a partition that is no longer its share: it signals the work to stop
+//!   ([`PartitionEvent::Revoked`], [`Partition::cancelled`]), keeps the lease until the
+//!   partition's handles are dropped or the hand-over grace ends, then releases it, so the
+//!   new owner takes it at its next try without waiting for an expiry.
+//!
+//! A partition is never held by two nodes beyond what the store's guarantee allows: it is a
+//! slot like any other, and its fence increases strictly over its grants.
+
+mod assignment;
+mod node;
+mod options;
+mod partition;
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use options::{MAX_PARTITIONS, PartitionOptions};
+pub use partition::{Partition, PartitionEvent};
+
+use crate::error::Error;
+use crate::store::LeaseStore;
+use node::{Node, Shared};
+
+/// What a node of a partition set sees now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionsView {
+    /// The live nodes, this one included, as last read from the store (0 before the first
+    /// read, and after [`Partitions::stop`]).
+    pub members: usize,
+    /// The partitions the assignment gives this node among them, in order.
+    pub share: Vec<u32>,
+    /// The partitions this node owns and works on now (not those it is handing over), in
+    /// order. Equal to `share` once the set is stable.
+    pub owned: Vec<u32>,
+}
+
+/// One node of a partition set: the partitions it owns, and each change of them.
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::{MemoryStore, PartitionEvent, PartitionOptions, Partitions};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+/// let store = MemoryStore::new();
+/// let options = PartitionOptions::new().lease_time(Duration::from_secs(3));
+/// let mut node = Partitions::start("orders", 8, store, options).await?;
+/// // Alone, this node gets all 8.
+/// while let Some(PartitionEvent::Assigned(partition)) = node.next_event().await {
+///     let fence = partition.live_fence().expect("just granted");
+///     tokio::spawn(async move {
+///         // Work on partition.index() with `fence` until this resolves:
+///         partition.cancelled().await;
+///     });
+///     if node.view().owned.len() == 8 {
+///         break;
+///     }
+/// }
+/// node.stop().await?; // hands every partition over, gracefully
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Partitions {
+    name: Arc<str>,
+    count: u32,
+    shared: Arc<Shared>,
+    view: watch::Receiver<PartitionsView>,
+    events: mpsc::UnboundedReceiver<PartitionEvent>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<Result<(), Error>>>,
+}
+
+impl Partitions {
+    /// Starts a node of set `name`, of `count` partitions, on `store`: announces it (an
+    /// error of that first announcement is returned: an unreachable store, a bad key),
+    /// then takes its share in the background. Must be called within a tokio runtime.
+    ///
+    /// Every node of a set must give the same `count` and keys; `count` is between 1 and
+    /// [`MAX_PARTITIONS`], and a set has at most 1024 live nodes.
+    pub async fn start(
+        name: &str,
+        count: u32,
+        store: impl LeaseStore + 'static,
+        options: PartitionOptions,
+    ) -> Result<Self, Error> {
+        let settings = Arc::new(options.settings(name, count)?);
+        if !store.coordinates() {
+            return Err(Error::Unsupported { store: store.kind(), operation: "partition leases" });
+        }
+        let store: Arc<dyn LeaseStore> = Arc::new(store);
+        let shared = Arc::new(Shared::default());
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (view_tx, view) = watch::channel(PartitionsView::default());
+        let mut node =
+            Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
+        node.announce().await?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(node.run(stop.clone()));
+        Ok(Partitions {
+            name: Arc::clone(&settings.name),
+            count,
+            shared,
+            view,
+            events,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// The set's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many partitions the set has.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The partitions this node owns and works on now, by index (not those it is handing
+    /// over).
+    pub fn owned(&self) -> Vec<Partition> {
+        self.shared
+            .owned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|cell| cell.handle())
+            .collect()
+    }
+
+    /// What the node sees now: the members, its share, what it owns.
+    pub fn view(&self) -> PartitionsView {
+        self.view.borrow().clone()
+    }
+
+    /// A receiver of [`view`](Self::view) that wakes on each change.
+    pub fn watch_view(&self) -> watch::Receiver<PartitionsView> {
+        self.view.clone()
+    }
+
+    /// The next change of the partitions this node owns; `None` once the node has stopped
+    /// and every event was read, or once the events were taken by
+    /// [`take_events`](Self::take_events). Events wait here until read; an unread
+    /// [`PartitionEvent::Assigned`] holds a handle of its partition (see [`Partition`]).
+    pub async fn next_event(&mut self) -> Option<PartitionEvent> {
+        self.events.recv().await
+    }
+
+    /// The stream of events, for a task of its own (the node's own
+    /// [`next_event`](Self::next_event) answers `None` from then on).
+    pub fn take_events(&mut self) -> PartitionEvents {
+        let (_, closed) = mpsc::unbounded_channel();
+        PartitionEvents { events: std::mem::replace(&mut self.events, closed) }
+    }
+
+    /// Stops the node: every partition is handed over (its work told to stop, then
+    /// released once its handles are dropped or its grace ends) and the node's announcement
+    /// withdrawn, so the other nodes take its partitions at once. The first release error,
+    /// if any (such a partition expires by itself at the end of its lease).
+    pub async fn stop(mut self) -> Result<(), Error> {
+        self.stop.cancel();
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or_else(|join| {
+                Err(Error::invalid_option(
+                    "partitions task",
+                    join.to_string(),
+                    "a task that did not panic",
+                ))
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A node's events, taken from it by [`Partitions::take_events`].
+#[derive(Debug)]
+pub struct PartitionEvents {
+    events: mpsc::UnboundedReceiver<PartitionEvent>,
+}
+
+impl PartitionEvents {
+    /// The next change of the partitions the node owns; `None` once the node has stopped
+    /// and every event was read.
+    pub async fn next(&mut self) -> Option<PartitionEvent> {
+        self.events.recv().await
+    }
+}
+
+impl Drop for Partitions {
+    /// A node dropped without [`stop`](Self::stop) stops in the background, as gracefully.
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -1,0 +1,181 @@
+//! [`PartitionOptions`]: the lease, its renewal, the hand-over grace, the holder id and keys
+//! of a node of a partition set.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::duration::{positive, renew_interval, within_limit};
+use crate::election::DEFAULT_LEASE_TIME;
+use crate::error::Error;
+use crate::holder;
+use crate::key::KeyOptions;
+
+/// The most partitions a set may have.
+pub const MAX_PARTITIONS: u32 = 1_000_000;
+
+/// How one node of a [`Partitions`](super::Partitions) set holds its partitions.
+///
+/// ```
+/// use std::time::Duration;
+/// use leader_core::PartitionOptions;
+///
+/// let options = PartitionOptions::new()
+///     .lease_time(Duration::from_secs(10)) // a dead node's partitions move after at most this
+///     .handover_grace(Duration::from_secs(2))
+///     .holder_id("consumer-a");
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone)]
+pub struct PartitionOptions {
+    lease_time: Duration,
+    renew_interval: Option<Duration>,
+    retry_interval: Option<Duration>,
+    handover_grace: Option<Duration>,
+    holder_id: Option<String>,
+    keys: KeyOptions,
+}
+
+impl Default for PartitionOptions {
+    fn default() -> Self {
+        PartitionOptions {
+            lease_time: DEFAULT_LEASE_TIME,
+            renew_interval: None,
+            retry_interval: None,
+            handover_grace: None,
+            holder_id: None,
+            keys: KeyOptions::default(),
+        }
+    }
+}
+
+impl PartitionOptions {
+    /// The defaults: a 30 s lease renewed every 10 s, keys `leader:{name}/members` and
+    /// `leader:{name}/{partition}`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long each partition's lease and the node's announcement live without renewal: a
+    /// node that dies leaves its partitions to the others after at most this long (plus one
+    /// renewal interval of theirs). Default: 30 s. At least 3 ms.
+    pub fn lease_time(mut self, lease_time: Duration) -> Self {
+        self.lease_time = lease_time;
+        self
+    }
+
+    /// How often the node renews its announcement and every partition it owns (in batches),
+    /// and reads who the members are. Default: `lease_time / 3`. Between 1 ms and
+    /// `lease_time / 2`.
+    pub fn renew_interval(mut self, renew_interval: Duration) -> Self {
+        self.renew_interval = Some(renew_interval);
+        self
+    }
+
+    /// How soon the node asks again for a partition assigned to it that another node still
+    /// holds (the other hands it over at its own next renewal), and retries after a store
+    /// error. Default: the smaller of `renew_interval / 4` and 1 s. At least 1 ms, at most
+    /// `renew_interval`.
+    pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
+        self.retry_interval = Some(retry_interval);
+        self
+    }
+
+    /// How long a partition the node hands over (to a node that joined, or at
+    /// [`stop`](super::Partitions::stop)) stays held, and renewed, after its
+    /// [`cancelled`](super::Partition::cancelled) signal, for its work to finish: the node
+    /// releases it once every [`Partition`](super::Partition) handle of it is dropped, or
+    /// when the grace ends. Default: `renew_interval`. At most `lease_time`.
+    pub fn handover_grace(mut self, grace: Duration) -> Self {
+        self.handover_grace = Some(grace);
+        self
+    }
+
+    /// This node's id in state and logs (every partition slot and the announcement carry
+    /// it). Default: `hostname:pid:random`.
+    pub fn holder_id(mut self, holder_id: impl Into<String>) -> Self {
+        self.holder_id = Some(holder_id.into());
+        self
+    }
+
+    /// How `{name}/members` and `{name}/{partition}` become store keys. Default:
+    /// `leader:{role}`. An exact key is refused: a set has many keys.
+    pub fn keys(mut self, keys: KeyOptions) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// Checks the options and resolves the keys of set `name` of `count` partitions.
+    pub(crate) fn settings(&self, name: &str, count: u32) -> Result<Settings, Error> {
+        if count == 0 || count > MAX_PARTITIONS {
+            return Err(Error::invalid_option(
+                "count",
+                count,
+                format!("must be between 1 and {MAX_PARTITIONS}"),
+            ));
+        }
+        let member_key = self.keys.resolve(&format!("{name}/members"))?;
+        let first = self.keys.resolve(&format!("{name}/0"))?;
+        if first == member_key {
+            return Err(Error::invalid_option(
+                "keys",
+                &self.keys,
+                "must give each partition a key of its own: use a format with `{role}`, not an \
+                 exact key",
+            ));
+        }
+        // The longest partition key is the last one's: checked here, not at the first use.
+        let partition_keys = (0..count)
+            .map(|partition| self.keys.resolve(&format!("{name}/{partition}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let lease_time = positive("lease_time", self.lease_time)?;
+        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
+        let retry_interval = match self.retry_interval {
+            None => (renew_interval / 4).clamp(Duration::from_millis(1), Duration::from_secs(1)),
+            Some(every) if every < Duration::from_millis(1) || every > renew_interval => {
+                return Err(Error::invalid_option(
+                    "retry_interval",
+                    every,
+                    format!("must be between 1ms and renew_interval ({renew_interval:?})"),
+                ));
+            }
+            Some(every) => every,
+        };
+        let handover_grace =
+            within_limit("handover_grace", self.handover_grace.unwrap_or(renew_interval))?;
+        if handover_grace > lease_time {
+            return Err(Error::invalid_option(
+                "handover_grace",
+                handover_grace,
+                format!("must be at most lease_time ({lease_time:?})"),
+            ));
+        }
+        let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
+        Ok(Settings {
+            name: name.into(),
+            count,
+            member_key,
+            partition_keys,
+            lease_time,
+            renew_interval,
+            retry_interval,
+            handover_grace,
+            holder_id: holder_id.into(),
+        })
+    }
+}
+
+/// Options after validation, with the set's resolved keys.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub name: Arc<str>,
+    pub count: u32,
+    /// The group every live node holds a slot of: its announcement.
+    pub member_key: String,
+    /// Each partition's group (of one slot), by partition.
+    pub partition_keys: Vec<String>,
+    pub lease_time: Duration,
+    pub renew_interval: Duration,
+    pub retry_interval: Duration,
+    pub handover_grace: Duration,
+    pub holder_id: Arc<str>,
+}
