@@ -12,6 +12,7 @@
 //! cargo run -p leader-bench --release -- --workloads   # only W1 and W2 of every library
 //! cargo run -p leader-bench --release -- --floor       # only the server's floor per cycle
 //! cargo run -p leader-bench --release -- --observe     # only observation across processes
+//! cargo run -p leader-bench --release -- --partitions  # only partition leases at scale
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -23,6 +24,7 @@ mod etcd;
 mod floor;
 mod heap;
 mod observe;
+mod partitions;
 mod postgres;
 mod server;
 mod stats;
@@ -108,6 +110,10 @@ async fn main() {
     SERVER_URL.set(server.url()).unwrap();
     if args.iter().any(|a| a == "--observe") {
         observation(&server, quick, &|line| println!("{line}")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--partitions") {
+        partitions::run(&server, quick, &|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--floor") {
