@@ -13,6 +13,7 @@
 //! cargo run -p leader-bench --release -- --floor       # only the server's floor per cycle
 //! cargo run -p leader-bench --release -- --observe     # only observation across processes
 //! cargo run -p leader-bench --release -- --partitions  # only partition leases at scale
+//! cargo run -p leader-bench --release -- --partitions-core 200000  # only one core's load
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -110,6 +111,15 @@ async fn main() {
     SERVER_URL.set(server.url()).unwrap();
     if args.iter().any(|a| a == "--observe") {
         observation(&server, quick, &|line| println!("{line}")).await;
+        return;
+    }
+    if let Some(leases) =
+        args.iter().position(|a| a == "--partitions-core").and_then(|i| args.get(i + 1))
+    {
+        partitions::core_only(&server, leases.parse().expect("a count"), &|line| {
+            println!("{line}")
+        })
+        .await;
         return;
     }
     if args.iter().any(|a| a == "--partitions") {

@@ -20,6 +20,12 @@ use tokio::time::Instant;
 
 use crate::server::Server;
 
+/// Only the one-core figures, for `leases` leases (`--partitions-core N`).
+pub async fn core_only(server: &Server, leases: usize, say: &dyn Fn(String)) {
+    let store = RedisStore::connect(&server.url()).await.expect("connect");
+    one_core(server, &store, leases, say).await;
+}
+
 pub async fn run(server: &Server, quick: bool, say: &dyn Fn(String)) {
     let store = RedisStore::connect(&server.url()).await.expect("connect");
     batched_renewal(server, &store, say).await;

@@ -337,6 +337,19 @@ pub async fn a_batch_renewal_answers_each_slot_as_a_renewal_would<
         assert_eq!(store.state(&keys[i]).await.unwrap().leaders.len(), 1, "slot {i} lapsed");
     }
     assert!(store.state(&keys[2]).await.unwrap().leaders.is_empty(), "a stranger renewed slot 2");
+
+    // A batch that shortens a slot wakes its refused waiter, as `renew` does, and leaves
+    // nothing that refuses the next candidate once the shortened slot has expired.
+    let shortened = format!("{key}-shortened");
+    let held = token();
+    granted(store, live(&shortened, 1, held)).await;
+    let mut watch = store.watch_releases(&shortened).await.unwrap();
+    refused(store, &shortened, 1).await;
+    let renewed = store.renew_many(&[HeldSlot::new(&shortened, held)], lease()).await.unwrap();
+    assert!(matches!(renewed[..], [RenewOutcome::Renewed { .. }]), "{renewed:?}");
+    timeout(Duration::from_secs(5), watch.woken()).await.expect("woken by a shorter lease");
+    sleep(past_expiry(lease())).await;
+    granted(store, live(&shortened, 1, token())).await;
 }
 
 /// The rule: Release is token checked, on `key` of `store`.

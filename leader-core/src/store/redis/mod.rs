@@ -25,7 +25,8 @@ use self::pubsub::{Notifications, SubscriberSource};
 #[cfg(feature = "unstable-script-calls")]
 pub use self::script_call::ScriptCall;
 use self::scripts::{
-    ACQUIRE, GroupKeys, LuaScript, RELEASE, RENEW, RENEW_MANY, REVOKE, STATE, TokenArg, WATCH,
+    ACQUIRE, GroupKeys, LuaScript, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE,
+    STATE, TokenArg, WATCH,
 };
 use super::bound::{Bound, Failed, Then};
 use super::class::Class;
@@ -144,16 +145,13 @@ impl RedisStore {
         let Some(first) = part.first() else { return Ok(Vec::new()) };
         let groups =
             part.iter().map(|slot| GroupKeys::new(slot.key)).collect::<Result<Vec<_>, _>>()?;
-        let named: Vec<_> = groups.iter().flat_map(|keys| [keys.group(), keys.full()]).collect();
+        let named: Vec<_> = groups.iter().map(|keys| keys.group()).collect();
         let tokens: Vec<_> = part.iter().map(|slot| TokenArg(slot.token)).collect();
-        let channels: Vec<_> = groups.iter().map(|keys| keys.release_channel()).collect();
         let lease = millis(lease_time);
         let keys: Vec<&dyn ToRedisArgsDyn> = named.iter().map(|name| name as _).collect();
-        let mut args: Vec<&dyn ToRedisArgsDyn> = vec![&lease, &self.inner.idle_group_ttl_ms];
-        for (token, channel) in tokens.iter().zip(&channels) {
-            args.push(token);
-            args.push(channel);
-        }
+        let mut args: Vec<&dyn ToRedisArgsDyn> =
+            vec![&lease, &self.inner.idle_group_ttl_ms, &RELEASE_CHANNEL_PREFIX];
+        args.extend(tokens.iter().map(|token| token as &dyn ToRedisArgsDyn));
         let reply = self.call("renew_many", first.key, &RENEW_MANY, &keys, &args).await?;
         reply::renew_many(reply, part.len())
     }
