@@ -29,6 +29,10 @@ use crate::token::LeaseToken;
 /// The most nodes one set may have: the slots of its members' group.
 pub(crate) const MAX_MEMBERS: u32 = 1024;
 
+/// How long after another member's announcement expires (unless renewed) a node reads the
+/// members again: the store's expiry is on its clock, counted from a moment before the read.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(5);
+
 /// The most acquires a node has in flight at once.
 const ACQUIRES_IN_FLIGHT: usize = 128;
 
@@ -165,8 +169,7 @@ impl Node {
                             Instant::now() + settings.retry_interval
                         };
                     }
-                    let settled = self.step().await;
-                    next_step = if settled { next_renewal } else { Instant::now() + settings.retry_interval };
+                    next_step = self.step().await.map_or(next_renewal, |at| at.min(next_renewal));
                 }
             }
             self.publish();
@@ -228,9 +231,11 @@ impl Node {
     }
 
     /// Announces the node if it is not, reads the members, and takes or hands over
-    /// partitions to match this node's share. Whether nothing is left to wait for (no
-    /// announcement or read failed, no partition of its share held elsewhere).
-    async fn step(&mut self) -> bool {
+    /// partitions to match this node's share. When to step again: at once after a failure
+    /// (in `retry_interval`), else when the first other member's announcement expires
+    /// unless renewed (a dead node's partitions are taken as soon as they can be), else at
+    /// the next renewal.
+    async fn step(&mut self) -> Option<Instant> {
         let settings = Arc::clone(&self.settings);
         if self.membership.fence.is_some() && Instant::now() >= self.membership.deadline {
             self.membership.fence = None;
@@ -239,22 +244,31 @@ impl Node {
             && let Err(error) = self.announce().await
         {
             tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
-            return false;
+            return Some(Instant::now() + settings.retry_interval);
         }
-        let Some(me) = self.membership.fence else { return false };
-        let members = match self.store.state(&settings.member_key).await {
+        let Some(me) = self.membership.fence else {
+            return Some(Instant::now() + settings.retry_interval);
+        };
+        let read_at = Instant::now();
+        let (members, first_expiry) = match self.store.state(&settings.member_key).await {
             Ok(group) => {
+                let first_expiry = group
+                    .leaders
+                    .iter()
+                    .filter(|slot| slot.fence != me)
+                    .map(|slot| read_at + slot.expires_in + EXPIRY_MARGIN)
+                    .min();
                 let mut members: Vec<u64> =
                     group.leaders.iter().chain(&group.pending).map(|slot| slot.fence).collect();
                 // A read may come from a replica a little behind: this node is a member.
                 members.push(me);
                 members.sort_unstable();
                 members.dedup();
-                members
+                (members, first_expiry)
             }
             Err(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the members failed; retrying");
-                return false;
+                return Some(Instant::now() + settings.retry_interval);
             }
         };
         if members != self.members {
@@ -273,18 +287,25 @@ impl Node {
         for index in extra {
             self.hand_over(index);
         }
-        let mut settled = true;
+        let mut waiting = false;
         for index in self.share.clone() {
             if self.held.contains_key(&index) {
                 continue;
             }
-            settled = false;
-            if self.asking.len() >= ACQUIRES_IN_FLIGHT || !self.asking.insert(index) {
+            // Asked already (a refused acquire is asked again when it has waited), or
+            // beyond the acquires in flight: the next step asks.
+            if self.asking.len() >= ACQUIRES_IN_FLIGHT {
+                waiting = true;
                 continue;
             }
-            self.ask(index);
+            if self.asking.insert(index) {
+                self.ask(index);
+            }
         }
-        settled
+        match waiting {
+            true => Some(Instant::now() + settings.retry_interval),
+            false => first_expiry,
+        }
     }
 
     /// Starts an acquire of partition `index` beside the loop.

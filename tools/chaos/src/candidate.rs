@@ -73,6 +73,9 @@ pub enum CandidateMode {
     Closure,
     /// `LeaderGroupElector::acquire`: a term is held by the guard, released or dropped.
     Guard,
+    /// `Partitions`: the candidate is a node of a set of partitions, and a term is one
+    /// partition's grant (see [`partitioned`](crate::partitioned)).
+    Partitions,
 }
 
 impl CandidateMode {
@@ -82,6 +85,7 @@ impl CandidateMode {
             CandidateMode::Leadership => "leadership",
             CandidateMode::Closure => "closure",
             CandidateMode::Guard => "guard",
+            CandidateMode::Partitions => "partitions",
         }
     }
 }
@@ -91,6 +95,9 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
     let lease = Duration::from_millis(args.lease_ms);
     let command_timeout = args.command_timeout_ms.map_or(lease / 4, Duration::from_millis);
     let store = args.store.connect(command_timeout, args.replica_ack).map_err(|e| e.to_string())?;
+    if args.mode == CandidateMode::Partitions {
+        return crate::partitioned::run(args, store).await;
+    }
     let stall_points = Arc::new(StallPoints::default());
     let store = stalling(store, stall_points.clone());
     if args.mode != CandidateMode::Leadership {
@@ -231,7 +238,18 @@ pub(crate) fn report_leading(lease: &Lease, at: u64, remaining: Duration) {
 
 /// Writes `event` as one line on standard output.
 pub fn report(event: &Event) {
-    let line = serde_json::to_string(event).expect("events serialize");
+    write_line(serde_json::to_string(event).expect("events serialize"));
+}
+
+/// Writes `event` about `partition` as one line on standard output: the event's fields and
+/// `partition`.
+pub fn report_partition(partition: u32, event: &Event) {
+    let mut value = serde_json::to_value(event).expect("events serialize");
+    value["partition"] = partition.into();
+    write_line(value.to_string());
+}
+
+fn write_line(line: String) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();

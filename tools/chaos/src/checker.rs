@@ -91,6 +91,27 @@ pub struct Verdict {
     pub violations: Vec<String>,
 }
 
+impl Verdict {
+    /// Adds the verdict of one more group judged in the same run (a partition of a set):
+    /// counts add up, extremes keep the worst, violations are named with `prefix`.
+    pub fn merge(&mut self, prefix: &str, other: Verdict) {
+        self.terms += other.terms;
+        self.max_holders = self.max_holders.max(other.max_holders);
+        self.max_believers = self.max_believers.max(other.max_believers);
+        self.writes_accepted += other.writes_accepted;
+        self.stale_accepted += other.stale_accepted;
+        self.superseded_accepted += other.superseded_accepted;
+        self.checks_past_deadline += other.checks_past_deadline;
+        self.terms_handed_over_expired += other.terms_handed_over_expired;
+        self.terms_lapsed += other.terms_lapsed;
+        self.writes_rejected += other.writes_rejected;
+        self.recovery = self.recovery.max(other.recovery);
+        self.longest_short = self.longest_short.max(other.longest_short);
+        self.leaked += other.leaked;
+        self.violations.extend(other.violations.into_iter().map(|v| format!("{prefix}{v}")));
+    }
+}
+
 /// One term (one grant) as the reports show it.
 #[derive(Debug, Clone, Copy)]
 struct Term {
@@ -325,7 +346,7 @@ pub fn check(run: &Run) -> Verdict {
 /// The terms by (candidate, fence).
 fn terms(reports: &[Reported]) -> BTreeMap<(usize, u64), Term> {
     let mut terms: BTreeMap<(usize, u64), Term> = BTreeMap::new();
-    for Reported { candidate, event } in reports {
+    for Reported { candidate, event, .. } in reports {
         let candidate = *candidate;
         match *event {
             Event::Leading { at, fence, acquired_at, expires_at, believes_until } => {
@@ -430,6 +451,7 @@ mod tests {
     fn leading(candidate: usize, at: u64, fence: u64, until: u64) -> Reported {
         Reported {
             candidate,
+            partition: None,
             event: Event::Leading {
                 at,
                 fence,
@@ -459,7 +481,7 @@ mod tests {
     }
 
     fn write(holder: &str, at: u64, fence: u64, accepted: bool) -> RegisterWrite {
-        RegisterWrite { at, holder: holder.to_owned(), fence, accepted }
+        RegisterWrite { at, key: "k".to_owned(), holder: holder.to_owned(), fence, accepted }
     }
 
     #[test]
@@ -499,10 +521,12 @@ mod tests {
             leading(0, 0, 10, 1_000),
             Reported {
                 candidate: 0,
+                partition: None,
                 event: Event::TermBegan { at: 5, fence: 10, believes_until: 1_000 },
             },
             Reported {
                 candidate: 1,
+                partition: None,
                 event: Event::TermBegan { at: 2_000, fence: 11, believes_until: 2_000 },
             },
         ];
@@ -533,6 +557,7 @@ mod tests {
     fn a_lapsed_term_is_caught_where_the_network_leaves_time_to_renew() {
         let ended = |reason: &str| Reported {
             candidate: 0,
+            partition: None,
             event: Event::Ended { at: 900, fence: 10, reason: reason.to_owned() },
         };
         let reports = vec![leading(0, 0, 10, 1_000), ended(LAPSED), ended("resigned")];

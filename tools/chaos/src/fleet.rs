@@ -19,6 +19,8 @@ use crate::events::{Event, now_micros};
 pub struct Reported {
     /// The candidate's index in the fleet.
     pub candidate: usize,
+    /// The partition the event is about (partitions mode), from the line's `partition`.
+    pub partition: Option<u32>,
     /// What it reported.
     pub event: Event,
 }
@@ -70,9 +72,11 @@ impl Fleet {
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(event) = serde_json::from_str(&line) {
+                let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                let partition = value.get("partition").and_then(|p| p.as_u64()).map(|p| p as u32);
+                if let Ok(event) = serde_json::from_value(value) {
                     let mut reports = collected.lock().unwrap_or_else(|p| p.into_inner());
-                    reports.push(Reported { candidate, event });
+                    reports.push(Reported { candidate, partition, event });
                 }
             }
         });

@@ -12,9 +12,11 @@ use tokio::time::{Instant, sleep};
 use crate::backend::{Backend, Topology};
 use crate::candidate::CandidateMode;
 use crate::checker::{FaultWindow, Run, Verdict, check};
+use crate::events::Event;
 use crate::events::now_micros;
 use crate::fleet::Fleet;
 use crate::monitor::Monitor;
+use crate::partitioned::PARTITIONS;
 use crate::register::FencedRegister;
 use crate::scenario::{Fault, Scenario, Timing};
 use crate::store_spec::StoreSpec;
@@ -98,9 +100,18 @@ pub async fn run_scenario(
     .collect();
     let fleet = Fleet::spawn(program, scenario.candidates, &args).map_err(|e| e.to_string())?;
     let monitor_store = direct.connect(Duration::from_millis(200), 0).map_err(|e| e.to_string())?;
-    let monitor = Monitor::start(monitor_store.clone(), key.clone(), Duration::from_millis(5));
+    // Partitions mode judges each partition as a group of one slot.
+    let groups: Vec<String> = match mode {
+        CandidateMode::Partitions => (0..PARTITIONS).map(|i| format!("{key}/{i}")).collect(),
+        _ => vec![key.clone()],
+    };
+    let monitors: Vec<Monitor> = groups
+        .iter()
+        .map(|group| Monitor::start(monitor_store.clone(), group.clone(), Duration::from_millis(5)))
+        .collect();
     let mut lab = Lab { backend, proxies, fleet, key, lease };
-    let n = scenario.max_leaders as usize;
+    // Partitions mode: some node leads; the checker judges each partition's recovery.
+    let n = if mode == CandidateMode::Partitions { 1 } else { scenario.max_leaders as usize };
 
     lab.fleet.wait_for_leaders(n, 0, Duration::from_secs(15)).await?;
     let mut faults = Vec::new();
@@ -119,23 +130,60 @@ pub async fn run_scenario(
     // Killed holders' slots run out within a lease of their last renewal (and etcd deletes
     // an expired lease's keys within half a second).
     sleep(lease + Duration::from_millis(200) + scenario.expiry_slack()).await;
-    let leaked = live_slots(&*monitor_store, &lab.key).await?;
-    let run = Run {
-        max_leaders: n,
-        reports: lab.fleet.reports(),
-        writes: register.log(),
-        samples: monitor.finish(), // before the deployment stops
-        faults,
-        killed: lab.fleet.killed(),
-        leaked,
-        unclean_exits,
-        recovery_bound: scenario.recovery_bound(timing),
-        store_forgets_grants: scenario.store_forgets_grants(),
-        expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite,
-        shortfall_bound: scenario.shortfall_bound(timing),
-        terms_must_not_lapse: scenario.terms_must_not_lapse(),
-    };
-    Ok(Outcome { scenario: *scenario, verdict: check(&run), took: began.elapsed(), run })
+    let mut leaked = Vec::new();
+    for group in &groups {
+        leaked.push(live_slots(&*monitor_store, group).await?);
+    }
+    if mode == CandidateMode::Partitions {
+        // The nodes' announcements must be gone too.
+        let members = format!("{}/members", lab.key);
+        leaked[0] += live_slots(&*monitor_store, &members).await?;
+    }
+    let reports = lab.fleet.reports();
+    let writes = register.log();
+    let killed = lab.fleet.killed();
+    let mut runs = Vec::new();
+    for (i, (group, monitor)) in groups.iter().zip(monitors).enumerate() {
+        let partition = (mode == CandidateMode::Partitions).then_some(i as u32);
+        runs.push(Run {
+            max_leaders: scenario.max_leaders as usize,
+            // A partition's reports, and the stops (which end every term's availability).
+            reports: reports
+                .iter()
+                .filter(|r| r.partition == partition || matches!(r.event, Event::Stopped { .. }))
+                .cloned()
+                .collect(),
+            writes: writes.iter().filter(|write| write.key == *group).cloned().collect(),
+            samples: monitor.finish(), // before the deployment stops
+            faults: faults.clone(),
+            killed: killed.clone(),
+            leaked: leaked[i],
+            unclean_exits: unclean_exits.clone(),
+            recovery_bound: scenario.recovery_bound(timing),
+            store_forgets_grants: scenario.store_forgets_grants(),
+            // Judged over every partition below: the stalled node wrote to one of them.
+            expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite
+                && partition.is_none(),
+            shortfall_bound: scenario.shortfall_bound(timing),
+            terms_must_not_lapse: scenario.terms_must_not_lapse(),
+        });
+    }
+    let mut verdict = Verdict::default();
+    for (i, run) in runs.iter().enumerate() {
+        let one = check(run);
+        match mode {
+            CandidateMode::Partitions => verdict.merge(&format!("partition {i}: "), one),
+            _ => verdict = one,
+        }
+    }
+    if mode == CandidateMode::Partitions
+        && scenario.fault == Fault::StallHolderBeforeWrite
+        && verdict.writes_rejected == 0
+    {
+        verdict.violations.push("the late write never reached the register".to_owned());
+    }
+    let run = runs.swap_remove(0);
+    Ok(Outcome { scenario: *scenario, verdict, took: began.elapsed(), run })
 }
 
 /// Live slots of `key`, asking a few times if the store is still coming back.

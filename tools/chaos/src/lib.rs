@@ -21,6 +21,7 @@ pub mod events;
 pub mod fleet;
 pub mod lab;
 pub mod monitor;
+pub mod partitioned;
 pub mod per_call;
 pub mod register;
 pub mod report;

@@ -77,9 +77,10 @@ fn main() -> ExitCode {
             report::HEADER
         );
     }
-    for scenario in
-        SCENARIOS.iter().filter(|s| cli.only.is_empty() || cli.only.iter().any(|n| n == s.name))
-    {
+    let chosen = |s: &&leader_chaos::scenario::Scenario| {
+        (cli.only.is_empty() || cli.only.iter().any(|n| n == s.name)) && s.supports(cli.mode)
+    };
+    for scenario in SCENARIOS.iter().filter(chosen) {
         match runtime.block_on(run_scenario(&program, scenario, timing, cli.mode)) {
             Ok(outcome) => {
                 failed |= !outcome.verdict.violations.is_empty();

@@ -96,7 +96,9 @@ pub async fn run(
         let term: Term<'_> = match mode {
             CandidateMode::Closure => Box::pin(holder.closure_term(&elector)),
             CandidateMode::Guard => Box::pin(holder.guard_term(&elector)),
-            CandidateMode::Leadership => unreachable!("the Leadership candidate runs elsewhere"),
+            CandidateMode::Leadership | CandidateMode::Partitions => {
+                unreachable!("the Leadership and partitions candidates run elsewhere")
+            }
         };
         // Told to stop while waiting for a slot: the wait is dropped (a slot granted in the
         // meantime is released in the background).

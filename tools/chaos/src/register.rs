@@ -17,6 +17,8 @@ use crate::events::now_micros;
 pub struct RegisterWrite {
     /// When the register decided, µs since the epoch.
     pub at: u64,
+    /// The register key written (a group's, or a partition's).
+    pub key: String,
     /// The writer's holder id.
     pub holder: String,
     /// The fence it wrote with.
@@ -98,6 +100,13 @@ fn decide(state: &Mutex<State>, key: &str, holder: &str, fence: u64, max_leaders
     let accepted = max_leaders > 1 || fence >= *highest;
     let reply = if accepted { "OK\n".to_owned() } else { format!("STALE {highest}\n") };
     *highest = (*highest).max(fence);
-    state.log.push(RegisterWrite { at: now_micros(), holder: holder.to_owned(), fence, accepted });
+    let write = RegisterWrite {
+        at: now_micros(),
+        key: key.to_owned(),
+        holder: holder.to_owned(),
+        fence,
+        accepted,
+    };
+    state.log.push(write);
     reply
 }

@@ -78,6 +78,13 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Whether the scenario runs with candidates in `mode`: partitions mode has no stall
+    /// points inside a renewal or a grant (a node renews its partitions in batches).
+    pub fn supports(&self, mode: crate::candidate::CandidateMode) -> bool {
+        mode != crate::candidate::CandidateMode::Partitions
+            || !matches!(self.fault, Fault::StallDuringRenewal(_) | Fault::StallWithGrant)
+    }
+
     /// Whether candidates reach Redis through the fault proxy.
     pub fn uses_proxy(&self) -> bool {
         matches!(

@@ -3,9 +3,10 @@
 //! a time, since they measure recovery times on a small machine.
 //!
 //! Every scenario runs with `Leadership` candidates; one per kind of fault and store runs
-//! with per-call candidates too (a `run_if_leader` closure, or `acquire`'s guard). The whole
-//! table in each mode is `cargo run -p leader-chaos --release -- --mode guard` (or
-//! `closure`).
+//! with per-call candidates too (a `run_if_leader` closure, or `acquire`'s guard), and a set
+//! with nodes of partition leases (`Partitions`, every partition judged). The whole table
+//! in each mode is `cargo run -p leader-chaos --release -- --mode guard` (or `closure`,
+//! `partitions`).
 
 use std::sync::Mutex;
 
@@ -37,6 +38,11 @@ fn run_in(name: &str, mode: CandidateMode) {
         report::row(&outcome)
     );
     assert!(outcome.verdict.terms >= 2, "{name} ({mode:?}): the slot never changed hands");
+    if mode == CandidateMode::Partitions {
+        // A grant per partition at least, and a fault moved some.
+        let grants = leader_chaos::partitioned::PARTITIONS as usize;
+        assert!(outcome.verdict.terms > grants, "{name}: no partition changed hands");
+    }
 }
 
 macro_rules! scenarios {
@@ -116,4 +122,12 @@ per_call_scenarios! {
     guard_pg_pause => "pg-pause" in Guard,
     guard_etcd_kill_holder_n2 => "etcd-kill-holder-n2" in Guard,
     closure_stall_before_write => "stall-before-write" in Closure,
+    // Partitions mode: nodes of a set of partitions, each partition judged as a group.
+    partitions_kill_holder => "kill-holder" in Partitions,
+    partitions_pause_holder => "pause-holder" in Partitions,
+    partitions_stall_before_write => "stall-before-write" in Partitions,
+    partitions_pause_redis => "pause-redis" in Partitions,
+    partitions_cut => "cut" in Partitions,
+    partitions_pg_pause => "pg-pause" in Partitions,
+    partitions_etcd_pause_leader => "etcd-pause-leader" in Partitions,
 }
