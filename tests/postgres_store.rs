@@ -650,3 +650,34 @@ async fn reads_on_a_database_without_the_schema_write_nothing() {
     assert_eq!(state.leaders.len(), 1, "{state:?}");
     assert_eq!(monitor.list_groups("leader:", "").await.unwrap(), ["leader:reports"]);
 }
+
+/// Processes that start together on a new database each make the schema: the first makes
+/// it, the others find it made once they hold the migration's lock, and none replaces the
+/// functions while another calls them ("cache lookup failed for function", XX000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_starting_together_on_a_new_database_all_get_answers() {
+    let server = PostgresServer::start();
+    for round in 0..3 {
+        let database = format!("fresh{round}");
+        server.psql(&format!("CREATE DATABASE {database}"));
+        let url = format!("{}/{database}", server.url().rsplit_once('/').unwrap().0);
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            stores.push(PostgresStore::builder(url.clone()).build().unwrap());
+        }
+        let calls = stores.iter().enumerate().map(|(i, store)| async move {
+            let key = format!("leader:fresh-{i}");
+            let held = token();
+            store.acquire(request(&key, 1, held)).await?;
+            for _ in 0..20 {
+                store.renew(&key, held, SECOND).await?;
+            }
+            Ok::<_, Error>(())
+        });
+        for (i, result) in futures_util::future::join_all(calls).await.into_iter().enumerate() {
+            if let Err(error) = result {
+                panic!("round {round}, store {i}: {}", leader::error_chain(&error));
+            }
+        }
+    }
+}

@@ -78,11 +78,13 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Whether the scenario runs with candidates in `mode`: partitions mode has no stall
-    /// points inside a renewal or a grant (a node renews its partitions in batches).
+    /// Whether the scenario runs with candidates in `mode`. Partitions mode has no stall
+    /// points inside a renewal or a grant (a node renews its partitions in batches), and
+    /// each partition is a group of one slot, so a scenario of N > 1 is the same one again.
     pub fn supports(&self, mode: crate::candidate::CandidateMode) -> bool {
         mode != crate::candidate::CandidateMode::Partitions
-            || !matches!(self.fault, Fault::StallDuringRenewal(_) | Fault::StallWithGrant)
+            || (self.max_leaders == 1
+                && !matches!(self.fault, Fault::StallDuringRenewal(_) | Fault::StallWithGrant))
     }
 
     /// Whether candidates reach Redis through the fault proxy.

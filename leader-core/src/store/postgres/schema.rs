@@ -369,21 +369,28 @@ pub(crate) async fn migrate(
     } else {
         format!("CREATE SCHEMA IF NOT EXISTS {};", names.schema)
     };
-    let script = format!(
+    // Under the migration's lock, the version is read again: processes that start together
+    // all find none above, and each would otherwise replace the functions the first one
+    // made while others call them ("cache lookup failed for function", XX000).
+    let lock = format!(
         "BEGIN;\n\
          SET LOCAL statement_timeout = {bound_ms};\n\
-         SELECT pg_advisory_xact_lock(hashtext('leader-core migrate {schema}.{prefix}'));\n\
-         {create_schema}\n\
-         {body}\n\
-         COMMIT;",
+         SELECT pg_advisory_xact_lock(hashtext('leader-core migrate {schema}.{prefix}'));",
         schema = names.schema,
         prefix = names.prefix,
-        body = names.schema_sql(),
         bound_ms = bound.as_millis().max(1),
     );
-    if let Err(error) = client.batch_execute(&script).await {
+    let migrated = async {
+        client.batch_execute(&lock).await.map_err(failed)?;
+        if current_version(client, names).await?.as_deref() == Some(SCHEMA_VERSION) {
+            return client.batch_execute("COMMIT").await.map_err(failed);
+        }
+        let script = format!("{create_schema}\n{body}\nCOMMIT;", body = names.schema_sql());
+        client.batch_execute(&script).await.map_err(failed)
+    };
+    if let Err(error) = migrated.await {
         let _ = client.batch_execute("ROLLBACK").await;
-        return Err(failed(error));
+        return Err(error);
     }
     check_shape(client, names).await
 }
@@ -393,17 +400,26 @@ fn version_number(version: &str) -> u32 {
     version.strip_prefix(VERSION_PREFIX).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
-/// The schema version the grant function carries, if it exists.
+/// The schema version the grant function carries, if it exists. Read from the catalog's
+/// tables by the statement's snapshot, not through the session's catalog cache
+/// (`to_regprocedure`): the cache may still say "no such function" after another session
+/// committed one, within a transaction that looked before (the migration's re-check under
+/// its lock would then migrate again, replacing the functions others are calling).
 async fn current_version(client: &Client, names: &Names) -> Result<Option<String>, Error> {
-    let function = format!(
-        "{}.{}grant(text, text, text, bigint, integer, boolean)",
-        names.schema, names.prefix
-    );
-    let row = client
-        .query_one("SELECT obj_description(to_regprocedure($1), 'pg_proc')", &[&function])
+    let function = format!("{}grant", names.prefix);
+    let rows = client
+        .query(
+            "SELECT d.description FROM pg_proc AS p \
+             JOIN pg_namespace AS n ON n.oid = p.pronamespace \
+             LEFT JOIN pg_description AS d \
+               ON d.objoid = p.oid AND d.classoid = 'pg_proc'::regclass AND d.objsubid = 0 \
+             WHERE n.nspname = $1 AND p.proname = $2 \
+               AND oidvectortypes(p.proargtypes) = 'text, text, text, bigint, integer, boolean'",
+            &[&names.schema, &function],
+        )
         .await
         .map_err(|error| super::error_class::to_error("migrate", error))?;
-    Ok(row.get(0))
+    Ok(rows.first().and_then(|row| row.get(0)))
 }
 
 /// Fails with a message naming the table, column and types when an existing table differs
