@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +23,9 @@ use super::options::Settings;
 use super::partition::{Cell, PartitionEvent};
 use crate::election::{Lease, LossReason};
 use crate::error::Error;
-use crate::store::{AcquireOutcome, AcquireRequest, Grant, HeldSlot, LeaseStore, RenewOutcome};
+use crate::store::{
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, HeldSlot, LeaseStore, RenewOutcome,
+};
 use crate::token::LeaseToken;
 
 /// The most nodes one set may have: the slots of its members' group.
@@ -56,6 +58,25 @@ struct Membership {
 struct Held {
     token: LeaseToken,
     cell: Arc<Cell>,
+}
+
+/// A renewal batch's answers, for the tokens it renewed.
+struct Renewal {
+    sent_at: Instant,
+    /// The announcement's token, if it was renewed (first in the batch).
+    member: Option<LeaseToken>,
+    partitions: Vec<(u32, LeaseToken)>,
+    answers: Result<Vec<RenewOutcome>, Error>,
+}
+
+/// A read of the members, after announcing the node if it was not.
+struct Read {
+    /// The announcement's token.
+    token: LeaseToken,
+    /// The node's fence among the members, and its new deadline if it was announced now.
+    announced: Result<(u64, Option<Instant>), Error>,
+    read_at: Instant,
+    members: Result<GroupSnapshot, Error>,
 }
 
 /// The end of an acquire run beside the loop.
@@ -113,39 +134,34 @@ impl Node {
 
     /// Announces the node: takes (or confirms) its slot of the members' group.
     pub(crate) async fn announce(&mut self) -> Result<(), Error> {
-        let settings = &self.settings;
-        let request = AcquireRequest::new(
-            &settings.member_key,
-            NonZeroU32::new(MAX_MEMBERS).expect("not zero"),
-            self.membership.token,
-            &settings.holder_id,
-            settings.lease_time,
-        );
-        let sent_at = Instant::now();
-        match self.store.acquire(request).await? {
-            AcquireOutcome::Granted(grant) => {
-                self.membership.fence = Some(grant.fence);
-                self.membership.deadline = sent_at + grant.expires_in;
-                Ok(())
-            }
-            AcquireOutcome::Full { .. } => Err(Error::invalid_option(
-                "count of nodes",
-                MAX_MEMBERS + 1,
-                format!(
-                    "a partition set has at most {MAX_MEMBERS} live nodes ({})",
-                    settings.member_key
-                ),
-            )),
-        }
+        let (fence, deadline) =
+            announce(&*self.store, &self.settings, self.membership.token).await?;
+        self.membership.fence = Some(fence);
+        self.membership.deadline = deadline;
+        Ok(())
     }
 
     /// Runs until `stop`, then hands every partition over and withdraws the announcement.
+    ///
+    /// The loop itself never waits for the store: each renewal batch and each read of the
+    /// members runs beside it (one of each at a time), so a slow reply to one never delays
+    /// the other, nor a renewal that falls due meanwhile.
     pub(crate) async fn run(mut self, stop: CancellationToken) -> Result<(), Error> {
         let settings = Arc::clone(&self.settings);
         let mut changes = self.store.watch_changes(&settings.member_key).await.ok();
         let mut next_renewal = Instant::now() + settings.renew_interval;
-        let mut next_step = Instant::now();
+        let mut next_read = Instant::now();
+        let mut renewing: Option<JoinHandle<Renewal>> = None;
+        let mut reading: Option<JoinHandle<Read>> = None;
+        // Whether a read was asked for while one was in flight (it may have read too early).
+        let mut read_again = false;
         loop {
+            let due = match (&renewing, &reading) {
+                (None, None) => next_renewal.min(next_read),
+                (None, Some(_)) => next_renewal,
+                (Some(_), None) => next_read,
+                (Some(_), Some(_)) => Instant::now() + settings.lease_time,
+            };
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
@@ -160,117 +176,183 @@ impl Node {
                     }
                     self.forget_released();
                 }
-                () = woken(&mut changes) => next_step = Instant::now(),
-                () = sleep_until(next_renewal.min(next_step)) => {
-                    if Instant::now() >= next_renewal {
-                        next_renewal = if self.renew().await {
-                            next_renewal.max(Instant::now() - settings.renew_interval) + settings.renew_interval
-                        } else {
-                            Instant::now() + settings.retry_interval
-                        };
+                renewal = finished(&mut renewing) => {
+                    next_renewal = match renewal.map(|renewal| self.on_renewal(renewal)) {
+                        Ok(Some(sent_at)) => sent_at + settings.renew_interval,
+                        _ => Instant::now() + settings.retry_interval,
+                    };
+                }
+                read = finished(&mut reading) => {
+                    next_read = match read {
+                        Ok(read) => self.on_read(read).map_or(next_renewal, |at| at.min(next_renewal)),
+                        Err(_) => Instant::now() + settings.retry_interval,
+                    };
+                    if std::mem::take(&mut read_again) {
+                        next_read = Instant::now();
                     }
-                    next_step = self.step().await.map_or(next_renewal, |at| at.min(next_renewal));
+                }
+                () = woken(&mut changes) => {
+                    next_read = Instant::now();
+                    read_again = reading.is_some();
+                }
+                () = sleep_until(due) => {
+                    let now = Instant::now();
+                    if renewing.is_none() && now >= next_renewal {
+                        renewing = Some(tokio::spawn(self.renewal()));
+                        // Each renewal comes with a read of the members.
+                        next_read = next_read.min(now);
+                        read_again |= reading.is_some();
+                    }
+                    if reading.is_none() && now >= next_read {
+                        reading = Some(tokio::spawn(self.read()));
+                    }
                 }
             }
+            self.forget_expired();
             self.publish();
+        }
+        // A state read left in flight changes nothing; a renewal's answer is not needed to
+        // release.
+        for task in [renewing.map(|t| t.abort_handle()), reading.map(|t| t.abort_handle())]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
         }
         self.shut_down().await
     }
 
-    /// Renews the announcement and every partition held, in one batch; forgets what the
-    /// store no longer holds. Whether the store answered.
-    async fn renew(&mut self) -> bool {
-        let settings = &self.settings;
-        let mut slots = Vec::with_capacity(self.held.len() + 1);
-        let announced = self.membership.fence.is_some();
-        if announced {
-            slots.push(HeldSlot::new(&settings.member_key, self.membership.token));
+    /// The renewal of the announcement and every partition held, in one batch, to run
+    /// beside the loop.
+    fn renewal(&self) -> impl Future<Output = Renewal> + Send + 'static {
+        let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
+        let member = self.membership.fence.map(|_| self.membership.token);
+        let partitions: Vec<(u32, LeaseToken)> =
+            self.held.iter().map(|(index, held)| (*index, held.token)).collect();
+        async move {
+            let mut slots = Vec::with_capacity(partitions.len() + 1);
+            if let Some(token) = member {
+                slots.push(HeldSlot::new(&settings.member_key, token));
+            }
+            for (index, token) in &partitions {
+                slots.push(HeldSlot::new(&settings.partition_keys[*index as usize], *token));
+            }
+            let sent_at = Instant::now();
+            let answers = store.renew_many(&slots, settings.lease_time).await;
+            Renewal { sent_at, member, partitions, answers }
         }
-        let indexes: Vec<u32> = self.held.keys().copied().collect();
-        for &index in &indexes {
-            slots.push(HeldSlot::new(
-                &settings.partition_keys[index as usize],
-                self.held[&index].token,
-            ));
-        }
-        let sent_at = Instant::now();
-        let answers = match self.store.renew_many(&slots, settings.lease_time).await {
+    }
+
+    /// A renewal's answers: the announcement's and each partition's deadline moved, what
+    /// the store no longer holds forgotten. When it was sent, if the store answered.
+    fn on_renewal(&mut self, renewal: Renewal) -> Option<Instant> {
+        let Renewal { sent_at, member, partitions, answers } = renewal;
+        let answers = match answers {
             Ok(answers) => answers,
             Err(error) => {
-                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "renewing the partitions failed; retrying");
-                self.forget_expired();
-                return false;
+                tracing::warn!(set = %self.settings.name, error = %crate::error_chain(&error), "renewing the partitions failed; retrying");
+                return None;
             }
         };
         let mut answers = answers.into_iter();
-        if announced {
-            match answers.next() {
-                Some(RenewOutcome::Renewed { expires_in, .. }) => {
-                    self.membership.deadline = sent_at + expires_in;
-                }
-                _ => {
-                    tracing::warn!(set = %settings.name, "the node's announcement lapsed; announcing it again");
-                    self.membership.fence = None;
+        // Answers for a token no longer held (its partition handed over meanwhile, the
+        // announcement made again) are left alone.
+        if let Some(token) = member {
+            let answer = answers.next();
+            if token == self.membership.token && self.membership.fence.is_some() {
+                match answer {
+                    Some(RenewOutcome::Renewed { expires_in, .. }) => {
+                        self.membership.deadline = sent_at + expires_in;
+                    }
+                    _ => {
+                        tracing::warn!(set = %self.settings.name, "the node's announcement lapsed; announcing it again");
+                        self.membership.fence = None;
+                    }
                 }
             }
         }
-        for (index, answer) in indexes.into_iter().zip(answers) {
-            let cell = &self.held[&index].cell;
+        for ((index, token), answer) in partitions.into_iter().zip(answers) {
+            let Some(held) = self.held.get(&index).filter(|held| held.token == token) else {
+                continue;
+            };
             let ended = match answer {
                 RenewOutcome::Renewed { expires_at, expires_in } => {
-                    cell.lease.renewed(expires_at, expires_in, sent_at).err()
+                    held.cell.lease.renewed(expires_at, expires_in, sent_at).err()
                 }
-                _ => Some(cell.lease.end(LossReason::Refused)),
+                _ => Some(held.cell.lease.end(LossReason::Refused)),
             };
             if ended.is_some() {
                 self.forget(index);
             }
         }
-        self.forget_expired();
-        true
+        Some(sent_at)
     }
 
-    /// Announces the node if it is not, reads the members, and takes or hands over
-    /// partitions to match this node's share. When to step again: at once after a failure
-    /// (in `retry_interval`), else when the first other member's announcement expires
-    /// unless renewed (a dead node's partitions are taken as soon as they can be), else at
-    /// the next renewal.
-    async fn step(&mut self) -> Option<Instant> {
-        let settings = Arc::clone(&self.settings);
+    /// Announces the node if it is not, and reads the members, to run beside the loop.
+    fn read(&mut self) -> impl Future<Output = Read> + Send + 'static {
         if self.membership.fence.is_some() && Instant::now() >= self.membership.deadline {
             self.membership.fence = None;
         }
-        if self.membership.fence.is_none()
-            && let Err(error) = self.announce().await
-        {
-            tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
-            return Some(Instant::now() + settings.retry_interval);
+        let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
+        let (token, announced) = (self.membership.token, self.membership.fence);
+        async move {
+            let announced = match announced {
+                Some(fence) => Ok((fence, None)),
+                None => announce(&*store, &settings, token)
+                    .await
+                    .map(|(fence, deadline)| (fence, Some(deadline))),
+            };
+            let read_at = Instant::now();
+            let members = match &announced {
+                Ok(_) => store.state(&settings.member_key).await,
+                Err(_) => Ok(GroupSnapshot::default()), // not read: the announcement failed
+            };
+            Read { token, announced, read_at, members }
         }
-        let Some(me) = self.membership.fence else {
-            return Some(Instant::now() + settings.retry_interval);
-        };
-        let read_at = Instant::now();
-        let (members, first_expiry) = match self.store.state(&settings.member_key).await {
-            Ok(group) => {
-                let first_expiry = group
-                    .leaders
-                    .iter()
-                    .filter(|slot| slot.fence != me)
-                    .map(|slot| read_at + slot.expires_in + EXPIRY_MARGIN)
-                    .min();
-                let mut members: Vec<u64> =
-                    group.leaders.iter().chain(&group.pending).map(|slot| slot.fence).collect();
-                // A read may come from a replica a little behind: this node is a member.
-                members.push(me);
-                members.sort_unstable();
-                members.dedup();
-                (members, first_expiry)
+    }
+
+    /// A read's answer: the node's share among the members, partitions handed over or
+    /// asked for to match it. When to read again: soon after a failure (`retry_interval`),
+    /// else when the first other member's announcement expires unless renewed (a dead
+    /// node's partitions are taken as soon as they can be), else at the next renewal.
+    fn on_read(&mut self, read: Read) -> Option<Instant> {
+        let settings = Arc::clone(&self.settings);
+        let retry = Some(Instant::now() + settings.retry_interval);
+        let Read { token, announced, read_at, members } = read;
+        let me = match announced {
+            Ok((fence, fresh)) => {
+                if let Some(deadline) = fresh
+                    && token == self.membership.token
+                {
+                    self.membership.fence = Some(fence);
+                    self.membership.deadline = deadline;
+                }
+                fence
             }
             Err(error) => {
-                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the members failed; retrying");
-                return Some(Instant::now() + settings.retry_interval);
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
+                return retry;
             }
         };
+        let group = match members {
+            Ok(group) => group,
+            Err(error) => {
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the members failed; retrying");
+                return retry;
+            }
+        };
+        let first_expiry = group
+            .leaders
+            .iter()
+            .filter(|slot| slot.fence != me)
+            .map(|slot| read_at + slot.expires_in + EXPIRY_MARGIN)
+            .min();
+        let mut members: Vec<u64> =
+            group.leaders.iter().chain(&group.pending).map(|slot| slot.fence).collect();
+        // A read may come from a replica a little behind: this node is a member.
+        members.push(me);
+        members.sort_unstable();
+        members.dedup();
         if members != self.members {
             let position = members.binary_search(&me).expect("pushed above");
             self.share = assigned_to(settings.count, &members, position);
@@ -293,7 +375,7 @@ impl Node {
                 continue;
             }
             // Asked already (a refused acquire is asked again when it has waited), or
-            // beyond the acquires in flight: the next step asks.
+            // beyond the acquires in flight: the next read asks.
             if self.asking.len() >= ACQUIRES_IN_FLIGHT {
                 waiting = true;
                 continue;
@@ -302,10 +384,7 @@ impl Node {
                 self.ask(index);
             }
         }
-        match waiting {
-            true => Some(Instant::now() + settings.retry_interval),
-            false => first_expiry,
-        }
+        if waiting { retry } else { first_expiry }
     }
 
     /// Starts an acquire of partition `index` beside the loop.
@@ -521,6 +600,42 @@ impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Arc<Cell>>> {
         self.owned.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Takes (or confirms) the slot of the members' group held under `token`: its fence and
+/// local deadline.
+async fn announce(
+    store: &dyn LeaseStore,
+    settings: &Settings,
+    token: LeaseToken,
+) -> Result<(u64, Instant), Error> {
+    let request = AcquireRequest::new(
+        &settings.member_key,
+        NonZeroU32::new(MAX_MEMBERS).expect("not zero"),
+        token,
+        &settings.holder_id,
+        settings.lease_time,
+    );
+    let sent_at = Instant::now();
+    match store.acquire(request).await? {
+        AcquireOutcome::Granted(grant) => Ok((grant.fence, sent_at + grant.expires_in)),
+        AcquireOutcome::Full { .. } => Err(Error::invalid_option(
+            "live nodes",
+            MAX_MEMBERS + 1,
+            format!(
+                "a partition set has at most {MAX_MEMBERS} live nodes ({})",
+                settings.member_key
+            ),
+        )),
+    }
+}
+
+/// The result of a task run beside the loop once it ends; never while there is none.
+async fn finished<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    let Some(handle) = task.as_mut() else { return std::future::pending().await };
+    let result = handle.await;
+    *task = None;
+    result
 }
 
 /// Resolves when the members' group changes, never without a watch.
