@@ -411,13 +411,19 @@ impl Node {
             );
             let sent_at = Instant::now();
             let outcome = store.acquire(request).await;
-            if let (Ok(AcquireOutcome::Full { nearest_expiry }), Some(mut watch)) =
-                (&outcome, watch)
-            {
+            match (&outcome, watch) {
                 // Held elsewhere still (its owner hands it over at its next step): done at
                 // its release, its expiry, or the retry interval, whichever comes first.
-                let wait = settings.retry_interval.min(*nearest_expiry);
-                let _ = tokio::time::timeout(wait, watch.woken()).await;
+                (Ok(AcquireOutcome::Full { nearest_expiry }), Some(mut watch)) => {
+                    let wait = settings.retry_interval.min(*nearest_expiry);
+                    let _ = tokio::time::timeout(wait, watch.woken()).await;
+                }
+                (Ok(AcquireOutcome::Full { nearest_expiry }), None) => {
+                    tokio::time::sleep(settings.retry_interval.min(*nearest_expiry)).await;
+                }
+                // Asked again after the retry interval.
+                (Err(_), _) => tokio::time::sleep(settings.retry_interval).await,
+                (Ok(AcquireOutcome::Granted(_)), _) => {}
             }
             Asked { index, token, sent_at, outcome }
         });
@@ -436,16 +442,18 @@ impl Node {
                     self.give_back(index, token);
                 }
             }
-            // Held elsewhere still, and the acquire waited for its release (or the retry
-            // interval): asked again while it is this node's share.
-            Ok(_) => {
+            // Held elsewhere still, or the store failed, and the acquire waited (for a
+            // release, or the retry interval): asked again while it is this node's share.
+            other => {
+                if let Err(error) = other {
+                    // Debug: in an outage every partition asked for fails so; the renewals'
+                    // failures warn once per retry.
+                    tracing::debug!(set = %self.settings.name, partition = index, error = %crate::error_chain(&error), "acquiring a partition failed; retrying");
+                }
                 if self.share.binary_search(&index).is_ok() && !self.held.contains_key(&index) {
                     self.asking.insert(index);
                     self.ask(index);
                 }
-            }
-            Err(error) => {
-                tracing::warn!(set = %self.settings.name, partition = index, error = %crate::error_chain(&error), "acquiring a partition failed; retrying");
             }
         }
     }

@@ -119,6 +119,39 @@ impl Fleet {
         leading.into_iter().map(|(_, candidate)| candidate).collect()
     }
 
+    /// Waits up to `limit` until live candidates report leading each of `count` partitions
+    /// after `since` (µs since the epoch, and within the last 100 ms), or an error naming
+    /// the partitions led.
+    pub async fn wait_for_partitions(
+        &self,
+        count: u32,
+        since: u64,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let since = since.max(now_micros().saturating_sub(100_000));
+            let led: std::collections::BTreeSet<u32> = {
+                let reports = self.reports.lock().unwrap_or_else(|p| p.into_inner());
+                reports
+                    .iter()
+                    .filter(|report| !self.members[report.candidate].killed)
+                    .filter(
+                        |report| matches!(report.event, Event::Leading { at, .. } if at >= since),
+                    )
+                    .filter_map(|report| report.partition)
+                    .collect()
+            };
+            if led.len() as u32 >= count {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("{count} partitions never led within {limit:?}; {led:?} did"));
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Waits up to `limit` until `n` live candidates report leading after `since` (µs since
     /// the epoch); which, or an error naming who did.
     pub async fn wait_for_leaders(

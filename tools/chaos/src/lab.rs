@@ -122,6 +122,13 @@ pub async fn run_scenario(
             .wait_for_leaders(n, fault.end, 10 * lease)
             .await
             .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+        if mode == CandidateMode::Partitions {
+            // Every partition led again (a dead node's once its leases ran out).
+            lab.fleet
+                .wait_for_partitions(PARTITIONS, fault.end, 10 * lease)
+                .await
+                .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+        }
         faults.push(fault);
     }
     sleep(lease).await;
