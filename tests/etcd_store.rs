@@ -650,3 +650,22 @@ async fn a_release_frees_its_slot_past_the_space_quota() {
     assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
     assert!(store.state(key).await.unwrap().leaders.is_empty());
 }
+
+/// A renewal under another group's key (a caller's mix-up) answers "not held" and leaves
+/// the slot's own renewals as they were: the full lease, not a time to live of zero.
+#[tokio::test]
+async fn a_renewal_under_another_key_leaves_the_slots_own_renewals_whole() {
+    let (store, _server) = solo().await;
+    let held = token();
+    let lease = 10 * SECOND;
+    granted_fence(store.acquire(request_for("leader:mine", 1, held, lease)).await.unwrap());
+    for other in ["leader:other", "leader:mine-not"] {
+        assert_eq!(store.renew(other, held, lease).await.unwrap(), RenewOutcome::NotHeld);
+        match store.renew("leader:mine", held, lease).await.unwrap() {
+            RenewOutcome::Renewed { expires_in, .. } => {
+                assert!(expires_in > lease / 2, "after a renewal under {other}: {expires_in:?}")
+            }
+            other => panic!("the holder's renewal got {other:?}"),
+        }
+    }
+}

@@ -166,8 +166,13 @@ impl EtcdStore {
                 self.renew_kept(&bound, held.lease),
                 self.still_held(&bound, &slot_key, &held)
             );
-            let (Some(lease), true) = (alive?, key?) else {
-                self.forget(token);
+            let (alive, key) = (alive?, key?);
+            let (Some(lease), true) = (alive, key) else {
+                // The cache is by token: a key that is not this grant may be another group's
+                // (a renewal under the wrong key), so only a lease that is gone forgets it.
+                if alive.is_none() {
+                    self.forget(token);
+                }
                 return Ok(RenewOutcome::NotHeld);
             };
             held.lease = lease;
@@ -230,7 +235,13 @@ impl EtcdStore {
         held: &mut Held,
     ) -> Result<bool, Error> {
         let marker = self.marker_lease(bound, held.slot.ttl).await?;
-        if marker.expires_at() <= held.marker.expires_at() || marker.id == held.marker.id {
+        if marker.id == held.marker.id {
+            // On that lease already (a slot found by a read knows its marker's lease by id
+            // only, as if it ended now): its end is the one this store granted it with.
+            held.marker = marker;
+            return Ok(true);
+        }
+        if marker.expires_at() <= held.marker.expires_at() {
             return Ok(false);
         }
         let slot_key = keys.slot(held.slot.index);
