@@ -450,6 +450,30 @@ async fn nodes_in_processes_share_partitions_on_redis() {
     fleet_in_processes(&server.url(), Duration::from_secs(2), Duration::ZERO).await;
 }
 
+/// A node started while its store does not answer starts all the same, and takes its
+/// partitions once the store answers.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_while_the_store_is_unreachable_catches_up() {
+    use support::proxy::{Fault, Proxy};
+    let server = support::redis_server::RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    proxy.set(Fault::BlackHole);
+    let store = leader::store::builder(&proxy.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let options = PartitionOptions::new().lease_time(Duration::from_secs(2)).holder_id("late");
+    let node = Partitions::start("late", 4, store, options).await.expect("no error for an outage");
+    assert!(node.view().owned.is_empty());
+    proxy.set(Fault::None);
+    eventually(Duration::from_secs(5), "the node owns its partitions", || async {
+        node.view().owned == [0, 1, 2, 3]
+    })
+    .await;
+    node.stop().await.unwrap();
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_in_processes_share_partitions_on_postgres() {

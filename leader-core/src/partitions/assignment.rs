@@ -46,6 +46,16 @@ pub(crate) fn assigned_to(count: u32, members: &[u64], me: usize) -> Vec<u32> {
     (0..count).filter(|&partition| owners[partition as usize] == me).collect()
 }
 
+/// A member's identity: its holder id, hashed (FNV-1a, then [`mix`]), the same in every
+/// process and version.
+pub(crate) fn identity(holder: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in holder.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    mix(hash)
+}
+
 /// How much `partition` wants a member whose mixed identity is `seed`.
 fn score(partition: u64, seed: u64) -> u64 {
     mix(seed ^ partition.wrapping_mul(0x9e37_79b9_7f4a_7c15))

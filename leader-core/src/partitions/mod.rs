@@ -87,9 +87,13 @@ pub struct Partitions {
 }
 
 impl Partitions {
-    /// Starts a node of set `name`, of `count` partitions, on `store`: announces it (an
-    /// error of that first announcement is returned: an unreachable store, a bad key),
-    /// then takes its share in the background. Must be called within a tokio runtime.
+    /// Starts a node of set `name`, of `count` partitions, on `store`: announces it, then
+    /// takes its share in the background. Must be called within a tokio runtime.
+    ///
+    /// Errors: invalid options or name, a store that does not coordinate, and a first
+    /// announcement the store refuses for good (a key it cannot take, a group of another
+    /// size at the members' key). A store that is unreachable or slow for now is no error:
+    /// the node retries in the background.
     ///
     /// Every node of a set must give the same `count` and keys; `count` is between 1 and
     /// [`MAX_PARTITIONS`], and a set has at most 1024 live nodes.
@@ -109,7 +113,15 @@ impl Partitions {
         let (view_tx, view) = watch::channel(PartitionsView::default());
         let mut node =
             Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
-        node.announce().await?;
+        // A store that fails for now (unreachable, slow) is the node's to retry, as every
+        // later failure is; what no retry mends (a key the store refuses, a group of
+        // another size at the members' key) is the caller's.
+        if let Err(error) = node.announce().await {
+            if !error.is_transient() {
+                return Err(error);
+            }
+            tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
+        }
         let stop = CancellationToken::new();
         let task = tokio::spawn(node.run(stop.clone()));
         Ok(Partitions {

@@ -18,7 +18,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::PartitionsView;
-use super::assignment::assigned_to;
+use super::assignment::{assigned_to, identity};
 use super::options::Settings;
 use super::partition::{Cell, PartitionEvent};
 use crate::election::{Lease, LossReason};
@@ -102,6 +102,8 @@ pub(crate) struct Node {
     share: Vec<u32>,
     events: mpsc::UnboundedSender<PartitionEvent>,
     view: watch::Sender<PartitionsView>,
+    /// Whether two members with this node's holder id were seen (warned of once).
+    warned_duplicate: bool,
 }
 
 impl Node {
@@ -129,6 +131,7 @@ impl Node {
             share: Vec::new(),
             events,
             view,
+            warned_duplicate: false,
         })
     }
 
@@ -319,7 +322,7 @@ impl Node {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
         let Read { token, announced, read_at, members } = read;
-        let me = match announced {
+        match announced {
             Ok((fence, fresh)) => {
                 if let Some(deadline) = fresh
                     && token == self.membership.token
@@ -327,13 +330,12 @@ impl Node {
                     self.membership.fence = Some(fence);
                     self.membership.deadline = deadline;
                 }
-                fence
             }
             Err(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
                 return retry;
             }
-        };
+        }
         let group = match members {
             Ok(group) => group,
             Err(error) => {
@@ -341,18 +343,26 @@ impl Node {
                 return retry;
             }
         };
+        // A node's identity is its holder id, which outlives a new announcement (after the
+        // store lost one): a fence would move every partition then.
+        let me = identity(&settings.holder_id);
         let first_expiry = group
             .leaders
             .iter()
-            .filter(|slot| slot.fence != me)
+            .filter(|slot| *slot.holder != *settings.holder_id)
             .map(|slot| read_at + slot.expires_in + EXPIRY_MARGIN)
             .min();
-        let mut members: Vec<u64> =
-            group.leaders.iter().chain(&group.pending).map(|slot| slot.fence).collect();
+        let slots = group.leaders.iter().chain(&group.pending);
+        let mut members: Vec<u64> = slots.clone().map(|slot| identity(&slot.holder)).collect();
         // A read may come from a replica a little behind: this node is a member.
         members.push(me);
         members.sort_unstable();
+        let announced = members.len();
         members.dedup();
+        if members.len() + 1 < announced && !self.warned_duplicate {
+            self.warned_duplicate = true;
+            tracing::warn!(set = %settings.name, "two live nodes share a holder id; they compete for the same share (give each node its own holder_id)");
+        }
         if members != self.members {
             let position = members.binary_search(&me).expect("pushed above");
             self.share = assigned_to(settings.count, &members, position);
@@ -534,12 +544,20 @@ impl Node {
         }
     }
 
+    /// Forgets partition `index`, and asks for it again at once if it is still this node's
+    /// share (it was lost: refused, or its deadline passed).
     fn forget(&mut self, index: u32) {
         if let Some(held) = self.held.remove(&index) {
             // The lease's end revoked it already; a hand-over's too.
             held.cell.revoke(held.cell.lease.loss_reason().unwrap_or(LossReason::Refused));
         }
         self.shared.lock().remove(&index);
+        if self.share.binary_search(&index).is_ok()
+            && self.asking.len() < ACQUIRES_IN_FLIGHT
+            && self.asking.insert(index)
+        {
+            self.ask(index);
+        }
     }
 
     fn publish(&self) {

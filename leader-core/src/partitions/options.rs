@@ -106,6 +106,8 @@ impl PartitionOptions {
 
     /// Checks the options and resolves the keys of set `name` of `count` partitions.
     pub(crate) fn settings(&self, name: &str, count: u32) -> Result<Settings, Error> {
+        // The name alone first: the keys' roles (`{name}/0`) are never empty.
+        crate::key::check_name(name)?;
         if count == 0 || count > MAX_PARTITIONS {
             return Err(Error::invalid_option(
                 "count",
