@@ -459,7 +459,7 @@ async fn a_node_started_while_the_store_is_unreachable_catches_up() {
     let server = support::redis_server::RedisServer::start();
     let proxy = Proxy::start(server.port).await;
     proxy.set(Fault::BlackHole);
-    let store = leader::store::builder(&proxy.url())
+    let store = leader::store::builder(proxy.url())
         .command_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
