@@ -397,16 +397,19 @@ impl Node {
         if waiting { retry } else { first_expiry }
     }
 
-    /// Starts an acquire of partition `index` beside the loop.
+    /// Starts an acquire of partition `index` beside the loop, under a new token.
     fn ask(&mut self, index: u32) {
-        let token = match LeaseToken::generate() {
-            Ok(token) => token,
+        match LeaseToken::generate() {
+            Ok(token) => self.ask_under(index, token),
             Err(error) => {
                 self.asking.remove(&index);
                 tracing::warn!(set = %self.settings.name, error = %crate::error_chain(&error), "no token for a partition; retrying");
-                return;
             }
-        };
+        }
+    }
+
+    /// Starts an acquire of partition `index` under `token` beside the loop.
+    fn ask_under(&mut self, index: u32, token: LeaseToken) {
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
         self.acquires.spawn(async move {
             let key = &settings.partition_keys[index as usize];
@@ -445,6 +448,16 @@ impl Node {
         self.asking.remove(&asked.index);
         let Asked { index, token, sent_at, outcome } = asked;
         match outcome {
+            // A grant already over by its own reply (the same token asked again found the
+            // slot about to expire): given back, and asked for under a new token, so a
+            // token is never granted over and over with no time left.
+            Ok(AcquireOutcome::Granted(grant)) if sent_at + grant.expires_in <= Instant::now() => {
+                self.give_back(index, token);
+                if self.share.binary_search(&index).is_ok() && !self.held.contains_key(&index) {
+                    self.asking.insert(index);
+                    self.ask(index);
+                }
+            }
             Ok(AcquireOutcome::Granted(grant)) => {
                 if self.share.binary_search(&index).is_ok() && !self.held.contains_key(&index) {
                     self.own(index, token, grant, sent_at);
@@ -462,7 +475,8 @@ impl Node {
                 }
                 if self.share.binary_search(&index).is_ok() && !self.held.contains_key(&index) {
                     self.asking.insert(index);
-                    self.ask(index);
+                    // The same token: a grant made while the reply was lost is this one.
+                    self.ask_under(index, token);
                 }
             }
         }
@@ -544,8 +558,8 @@ impl Node {
         }
     }
 
-    /// Forgets partition `index`, and asks for it again at once if it is still this node's
-    /// share (it was lost: refused, or its deadline passed).
+    /// Forgets partition `index`, and asks for it again at once (under a new token) if it
+    /// is still this node's share (it was lost: refused, or its deadline passed).
     fn forget(&mut self, index: u32) {
         if let Some(held) = self.held.remove(&index) {
             // The lease's end revoked it already; a hand-over's too.

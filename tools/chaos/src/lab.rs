@@ -166,7 +166,14 @@ pub async fn run_scenario(
             killed: killed.clone(),
             leaked: leaked[i],
             unclean_exits: unclean_exits.clone(),
-            recovery_bound: scenario.recovery_bound(timing),
+            recovery_bound: scenario.recovery_bound(timing)
+                + match (mode, topology) {
+                    // After an outage of every connection, a node announces itself again
+                    // before it asks for its partitions, and on etcd that waits out the
+                    // lock-delay of its own lapsed announcement: one TTL more.
+                    (CandidateMode::Partitions, Topology::Etcd) => lease,
+                    _ => Duration::ZERO,
+                },
             store_forgets_grants: scenario.store_forgets_grants(),
             // Judged over every partition below: the stalled node wrote to one of them.
             expects_rejected_write: scenario.fault == Fault::StallHolderBeforeWrite
