@@ -488,3 +488,63 @@ async fn nodes_in_processes_share_partitions_on_etcd() {
     // A takeover of a dead holder's partition waits out etcd's lock-delay: one TTL more.
     fleet_in_processes(&server.url(), Duration::from_secs(2), Duration::from_secs(2)).await;
 }
+
+/// Once stable, a node costs the store one batch of renewals and one read of the members
+/// per renewal interval: counted through a layer over three nodes for six intervals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stable_node_reads_the_members_once_per_renewal() {
+    use leader::store::{GroupSnapshot, Layered, StoreLayer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Debug, Default)]
+    struct Count {
+        reads: AtomicUsize,
+        batches: AtomicUsize,
+    }
+    #[async_trait::async_trait]
+    impl StoreLayer for Count {
+        async fn state(
+            &self,
+            inner: &dyn LeaseStore,
+            key: &str,
+        ) -> Result<GroupSnapshot, leader::Error> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            inner.state(key).await
+        }
+        async fn renew_many(
+            &self,
+            inner: &dyn LeaseStore,
+            slots: &[leader::store::HeldSlot<'_>],
+            lease_time: Duration,
+        ) -> Result<Vec<leader::store::RenewOutcome>, leader::Error> {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            inner.renew_many(slots, lease_time).await
+        }
+    }
+    let count = Arc::new(Count::default());
+    let store = Layered::new(Arc::clone(&count), MemoryStore::new());
+    let store = Arc::new(store);
+    let (lease, log) = (Duration::from_millis(600), Log::default());
+    let mut nodes = Vec::new();
+    for holder in ["a", "b", "c"] {
+        nodes.push(node("steady", 30, Arc::clone(&store), holder, lease, &log).await);
+    }
+    let refs: Vec<&Partitions> = nodes.iter().collect();
+    eventually(4 * lease, "balanced", || async { balanced(&refs, 30) }).await;
+    tokio::time::sleep(lease).await; // the start's hand-overs done
+    let (reads, batches) =
+        (count.reads.load(Ordering::Relaxed), count.batches.load(Ordering::Relaxed));
+    let intervals = 6;
+    tokio::time::sleep(lease / 3 * intervals).await;
+    let reads = count.reads.load(Ordering::Relaxed) - reads;
+    let batches = count.batches.load(Ordering::Relaxed) - batches;
+    println!(
+        "3 nodes, {intervals} renewal intervals: {reads} reads of the members, {batches} batches"
+    );
+    // One each per node and interval, and one more at either end of the window.
+    let most = 3 * (intervals as usize + 1);
+    assert!(reads <= most && batches <= most, "{reads} reads, {batches} batches: more than {most}");
+    for node in nodes {
+        node.stop().await.unwrap();
+    }
+}

@@ -186,8 +186,14 @@ impl Node {
                     };
                 }
                 read = finished(&mut reading) => {
+                    // The next renewal comes with a read: none is needed before it (while
+                    // one is in flight, its due time has passed: the next is an interval on).
+                    let horizon = match renewing {
+                        Some(_) => Instant::now() + settings.renew_interval,
+                        None => next_renewal,
+                    };
                     next_read = match read {
-                        Ok(read) => self.on_read(read).map_or(next_renewal, |at| at.min(next_renewal)),
+                        Ok(read) => self.on_read(read).map_or(horizon, |at| at.min(horizon)),
                         Err(_) => Instant::now() + settings.retry_interval,
                     };
                     if std::mem::take(&mut read_again) {

@@ -14,6 +14,7 @@
 //! cargo run -p leader-bench --release -- --observe     # only observation across processes
 //! cargo run -p leader-bench --release -- --partitions  # only partition leases at scale
 //! cargo run -p leader-bench --release -- --partitions-core 200000  # only one core's load
+//! cargo run -p leader-bench --release -- --partitions-renewal  # only the batched renewal
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -120,6 +121,10 @@ async fn main() {
             println!("{line}")
         })
         .await;
+        return;
+    }
+    if args.iter().any(|a| a == "--partitions-renewal") {
+        partitions::renewal_only(&server, &|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--partitions") {
