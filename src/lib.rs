@@ -24,4 +24,6 @@ mod docs {
     struct EtcdStore;
     #[doc = include_str!("../docs/guards.md")]
     struct Guards;
+    #[doc = include_str!("../docs/partitions.md")]
+    struct Partitions;
 }
