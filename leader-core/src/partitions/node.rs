@@ -202,7 +202,7 @@ impl Node {
                 }
                 () = woken(&mut changes) => {
                     next_read = Instant::now();
-                    read_again = reading.is_some();
+                    read_again |= reading.is_some();
                 }
                 () = sleep_until(due) => {
                     let now = Instant::now();

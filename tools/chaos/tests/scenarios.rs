@@ -39,9 +39,9 @@ fn run_in(name: &str, mode: CandidateMode) {
     );
     assert!(outcome.verdict.terms >= 2, "{name} ({mode:?}): the slot never changed hands");
     if mode == CandidateMode::Partitions {
-        // A grant per partition at least, and a fault moved some.
-        let grants = leader_chaos::partitioned::PARTITIONS as usize;
-        assert!(outcome.verdict.terms > grants, "{name}: no partition changed hands");
+        // Every partition was granted (a fault need not move any: nodes never resign).
+        let partitions = leader_chaos::partitioned::PARTITIONS as usize;
+        assert!(outcome.verdict.terms >= partitions, "{name}: a partition was never granted");
     }
 }
 
