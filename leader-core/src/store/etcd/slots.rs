@@ -166,13 +166,8 @@ impl EtcdStore {
                 self.renew_kept(&bound, held.lease),
                 self.still_held(&bound, &slot_key, &held)
             );
-            let (alive, key) = (alive?, key?);
-            let (Some(lease), true) = (alive, key) else {
-                // The cache is by token: a key that is not this grant may be another group's
-                // (a renewal under the wrong key), so only a lease that is gone forgets it.
-                if alive.is_none() {
-                    self.forget(token);
-                }
+            let (Some(lease), true) = (alive?, key?) else {
+                self.forget(token);
                 return Ok(RenewOutcome::NotHeld);
             };
             held.lease = lease;
