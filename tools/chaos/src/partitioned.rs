@@ -38,7 +38,7 @@ pub async fn run(args: CandidateArgs, store: SharedStore) -> Result<(), String> 
         .await
         .map_err(|e| e.to_string())?;
     let events = forward(node.take_events());
-    let result = work(&args, &node, events).await;
+    let result = work(&args, events).await;
     node_stop(node).await;
     result
 }
@@ -56,9 +56,10 @@ fn forward(mut events: leader::PartitionEvents) -> mpsc::UnboundedReceiver<Parti
     receive
 }
 
+/// The candidate's checks and writes on each partition it owns; the node renews and
+/// rebalances in the background.
 async fn work(
     args: &CandidateArgs,
-    node: &Partitions,
     mut events: mpsc::UnboundedReceiver<PartitionEvent>,
 ) -> Result<(), String> {
     let mut register = Register::new(args.register.clone());
@@ -107,7 +108,6 @@ async fn work(
             stall_next = false;
             report(&Event::StallDeclined { at: now_micros() });
         }
-        let _ = node; // the node renews and rebalances in the background
         for (&index, partition) in &owned {
             // The check, right before acting, as in Leadership mode: the time left first.
             let lease = partition.lease();
