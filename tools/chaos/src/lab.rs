@@ -105,9 +105,12 @@ pub async fn run_scenario(
         CandidateMode::Partitions => (0..PARTITIONS).map(|i| format!("{key}/{i}")).collect(),
         _ => vec![key.clone()],
     };
+    // One sample every 5 ms in all: each group's every 5 ms × groups (six monitors at 5 ms
+    // each would load the store six times more than the candidates under test).
+    let every = Duration::from_millis(5) * groups.len() as u32;
     let monitors: Vec<Monitor> = groups
         .iter()
-        .map(|group| Monitor::start(monitor_store.clone(), group.clone(), Duration::from_millis(5)))
+        .map(|group| Monitor::start(monitor_store.clone(), group.clone(), every))
         .collect();
     let mut lab = Lab { backend, proxies, fleet, key, lease };
     // Partitions mode: some node leads; the checker judges each partition's recovery.
@@ -118,6 +121,11 @@ pub async fn run_scenario(
     for round in 1..=timing.rounds {
         sleep(lease).await; // a lease of ordinary hand-overs first
         let fault = lab.inject(scenario.fault).await?;
+        if std::env::var_os("LEADER_CHAOS_LOG").is_some() {
+            // Beside the candidates' logs, on the same clock (UTC time of day).
+            let (start, end) = (time_of_day(fault.start), time_of_day(fault.end));
+            eprintln!("[lab] {} round {round}: fault from {start} to {end}", scenario.name);
+        }
         lab.fleet
             .wait_for_leaders(n, fault.end, 10 * lease)
             .await
@@ -168,8 +176,8 @@ pub async fn run_scenario(
             unclean_exits: unclean_exits.clone(),
             recovery_bound: scenario.recovery_bound(timing)
                 + match (mode, topology) {
-                    // After an outage of every connection, a node announces itself again
-                    // before it asks for its partitions, and on etcd that waits out the
+                    // After an outage longer than a lease, a node announces itself again
+                    // before it reads the members, and on etcd that waits out the
                     // lock-delay of its own lapsed announcement: one TTL more.
                     (CandidateMode::Partitions, Topology::Etcd) => lease,
                     _ => Duration::ZERO,
@@ -410,4 +418,11 @@ impl Lab {
 /// The Redis key of group `key`'s hash, as the store lays it out.
 fn group_hash_of(key: &str) -> String {
     leader::RedisStore::group_layout(key).expect("the lab's keys have no braces").group
+}
+
+/// `at` (µs since the epoch) as the UTC time of day, `HH:MM:SS.mmm`.
+fn time_of_day(at: u64) -> String {
+    let ms = at / 1_000 % 86_400_000;
+    let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1_000 % 60);
+    format!("{h:02}:{m:02}:{s:02}.{:03}", ms % 1_000)
 }

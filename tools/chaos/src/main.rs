@@ -39,12 +39,68 @@ enum Mode {
     Candidate(CandidateArgs),
 }
 
+/// A candidate's log: what `LEADER_CHAOS_LOG` asks for (targets and levels, as in
+/// `leader_core=debug,warn`), on stderr; nothing without it.
+fn log_to_stderr() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let Ok(wanted) = std::env::var("LEADER_CHAOS_LOG") else { return };
+    match wanted.parse::<tracing_subscriber::filter::Targets>() {
+        Ok(filter) => {
+            // Each line names the process: the candidates share the harness's stderr.
+            let pid = std::process::id();
+            let log = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || Prefixed(pid, std::io::stderr()));
+            tracing_subscriber::registry().with(log).with(filter).init();
+        }
+        Err(error) => eprintln!("candidate: LEADER_CHAOS_LOG={wanted:?} is not a filter: {error}"),
+    }
+}
+
+/// Says on stderr when the candidate's runtime woke a timer more than 50 ms late (its one
+/// thread was blocked meanwhile).
+async fn report_stalls() {
+    let tick = std::time::Duration::from_millis(10);
+    loop {
+        let asked = std::time::Instant::now();
+        tokio::time::sleep(tick).await;
+        let late = asked.elapsed().saturating_sub(tick);
+        if late > std::time::Duration::from_millis(50) {
+            eprintln!("[pid {}] runtime stalled: a timer woke {late:?} late", std::process::id());
+        }
+    }
+}
+
+/// Stderr with each write (one event's line) led by the candidate's process id.
+struct Prefixed(u32, std::io::Stderr);
+
+impl std::io::Write for Prefixed {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        let mut whole = format!("[pid {}] ", self.0).into_bytes();
+        whole.extend_from_slice(line);
+        self.1.write_all(&whole)?;
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.1.flush()
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Mode::Candidate(args)) = cli.command {
+        log_to_stderr();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-        let result =
-            runtime.map_err(|e| e.to_string()).and_then(|r| r.block_on(candidate::run(args)));
+        let result = runtime.map_err(|e| e.to_string()).and_then(|r| {
+            r.block_on(async {
+                if std::env::var_os("LEADER_CHAOS_LOG").is_some() {
+                    tokio::spawn(report_stalls());
+                }
+                candidate::run(args).await
+            })
+        });
         return match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

@@ -410,6 +410,8 @@ async fn carry_peer(
         return;
     }
     let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+    // No coalescing of small writes: Raft's heartbeats and a forwarded lease call are small.
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
     if tokio::io::AsyncWriteExt::write_all(&mut server, &head).await.is_err() {
         return;
     }

@@ -126,6 +126,9 @@ async fn carry(
         return;
     }
     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+    // As the client and server would set it: a proxy that waits to coalesce small writes
+    // (Nagle's algorithm against a delayed ACK) adds tens of milliseconds to a reply.
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     tokio::select! {
