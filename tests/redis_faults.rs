@@ -101,7 +101,13 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
     replica.pause();
     let err = store.acquire(request("leader:unreplicated", 1, token())).await.unwrap_err();
     replica.resume();
-    assert!(matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::NotReplicated { acknowledged: 0, required: 1, operation: "acquire", .. }
+        ),
+        "{err:?}"
+    );
     assert!(err.is_transient());
     assert_eq!(slot_records(&primary, "leader:unreplicated"), 0, "released");
 
@@ -110,6 +116,45 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
         err.to_string().starts_with("invalid `replica_ack` 0: must be at least 1 replica"),
         "{err}"
     );
+}
+
+/// With `replica_ack`, a renewal (alone or in a batch) waits for the replicas too: one they
+/// did not acknowledge is not counted, so a failover to the replica cannot end the slot
+/// before the deadline its holder was given.
+#[tokio::test]
+async fn a_renewal_too_few_replicas_acknowledged_is_not_counted() {
+    use leader::store::{HeldSlot, RenewOutcome};
+
+    let (primary, replica) = primary_with_a_synced_replica().await;
+    let store = RedisStore::builder(primary.url()).replica_ack(1, SECOND).build().unwrap();
+    let (first, second) = (token(), token());
+    for (key, token) in [("leader:renewed-1", first), ("leader:renewed-2", second)] {
+        let outcome = store.acquire(request(key, 1, token)).await.unwrap();
+        assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+    }
+    let lease = 10 * SECOND;
+    let renewed = store.renew("leader:renewed-1", first, lease).await.unwrap();
+    assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
+
+    replica.pause();
+    let alone = store.renew("leader:renewed-1", first, lease).await;
+    let batch =
+        [HeldSlot::new("leader:renewed-1", first), HeldSlot::new("leader:renewed-2", second)];
+    let batched = store.renew_many(&batch, lease).await;
+    replica.resume();
+    for (what, answer) in [("renew", alone.map(|one| vec![one])), ("renew_many", batched)] {
+        let err = answer.expect_err(what);
+        assert!(
+            matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, operation, .. } if operation == what),
+            "{what}: {err:?}"
+        );
+        assert!(err.is_transient(), "{what}: {err:?}");
+        let shown = err.to_string();
+        assert!(shown.contains("the renewal is not counted"), "{what}: {shown}");
+    }
+    // Acknowledged again once the replica answers.
+    let answers = store.renew_many(&batch, lease).await.unwrap();
+    assert!(answers.iter().all(|a| matches!(a, RenewOutcome::Renewed { .. })), "{answers:?}");
 }
 
 /// A grant too few replicas acknowledged is reported as such (`NotReplicated`) even when
@@ -148,7 +193,13 @@ async fn an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fail
     proxy.set(Fault::None);
     replica.resume();
     let err = outcome.unwrap_err();
-    assert!(matches!(err, Error::NotReplicated { acknowledged: 0, required: 1, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::NotReplicated { acknowledged: 0, required: 1, operation: "acquire", .. }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]

@@ -113,10 +113,13 @@ pub enum Error {
         message: String,
     },
 
-    /// Fewer replicas than required acknowledged a grant in time; the slot was released.
+    /// Fewer replicas than required acknowledged a grant or a renewal in time: a grant was
+    /// released; a renewal is not counted (the holder keeps its earlier deadline).
     #[error(
-        "only {acknowledged} of {required} replicas acknowledged the grant within {timeout:?}; \
-         the slot was released (replica acknowledgement is best-effort, see RedisStoreBuilder::replica_ack)"
+        "only {acknowledged} of {required} replicas acknowledged the {} within {timeout:?}; \
+         {} (replica acknowledgement is best-effort, see RedisStoreBuilder::replica_ack)",
+        not_replicated_what(operation),
+        not_replicated_then(operation)
     )]
     NotReplicated {
         /// Replicas that acknowledged.
@@ -125,6 +128,8 @@ pub enum Error {
         required: u32,
         /// How long the store waited.
         timeout: Duration,
+        /// What was not replicated: `"acquire"` (a grant) or `"renew"`/`"renew_many"`.
+        operation: &'static str,
     },
 
     /// A registry was given the same role twice.
@@ -380,10 +385,11 @@ impl Error {
             Store { store, endpoint, operation, message } => {
                 Store { store, endpoint: endpoint.clone(), operation, message: message.clone() }
             }
-            NotReplicated { acknowledged, required, timeout } => NotReplicated {
+            NotReplicated { acknowledged, required, timeout, operation } => NotReplicated {
                 acknowledged: *acknowledged,
                 required: *required,
                 timeout: *timeout,
+                operation,
             },
             RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
             RolesShareKey { first, second, key } => {
@@ -476,5 +482,21 @@ mod duplicate_tests {
             chain(&error),
             "redis store at redis://cache:6379 unavailable during connect: refused"
         );
+    }
+}
+
+/// What an [`Error::NotReplicated`] operation wrote, in words.
+fn not_replicated_what(operation: &str) -> &'static str {
+    match operation {
+        "acquire" => "grant",
+        _ => "renewal",
+    }
+}
+
+/// What became of an [`Error::NotReplicated`] operation's write.
+fn not_replicated_then(operation: &str) -> &'static str {
+    match operation {
+        "acquire" => "the slot was released",
+        _ => "the renewal is not counted: the holder keeps its earlier deadline",
     }
 }

@@ -126,13 +126,17 @@ impl Scenario {
     /// The longest a recovery may take. On etcd, a slot taken over from a holder that never
     /// released it is acted on one TTL after its grant (the lock-delay), the lease's keys go
     /// up to half a second after it ends, and a lost Raft leader is replaced within an
-    /// election timeout: two leases and those.
+    /// election timeout: two leases and those. With Sentinel, grants and renewals wait for
+    /// the replica's acknowledgement (up to the command timeout, a quarter lease), and a
+    /// renewal sent just before the fault's end that the replica did not confirm still
+    /// keeps the slot on the primary for its lease: one wait more.
     pub fn recovery_bound(&self, timing: Timing) -> Duration {
         match self.topology {
             Topology::Etcd => {
                 let election = Duration::from_millis(leader_testkit::etcd::ELECTION_TIMEOUT_MS);
                 timing.recovery_bound() + timing.lease + election + Duration::from_millis(500)
             }
+            Topology::Sentinel => timing.recovery_bound() + timing.lease / 4,
             _ => timing.recovery_bound(),
         }
     }

@@ -121,10 +121,13 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Require `replicas` replicas to acknowledge every grant within `timeout` (Redis `WAIT`,
-    /// sent in the same round trip as the grant). A grant that too few acknowledge is released
-    /// and the acquire fails with [`Error::NotReplicated`]. Default: off. `replicas` at least
-    /// 1, `timeout` at least 1 ms.
+    /// Require `replicas` replicas to acknowledge every grant and every renewal within
+    /// `timeout` (Redis `WAIT`, sent in the same round trip). A grant that too few acknowledge
+    /// is released and the acquire fails with [`Error::NotReplicated`]; a renewal that too
+    /// few acknowledge fails with it too, and is not counted: the holder keeps its earlier
+    /// deadline (which the replicas acknowledged) and tries again, so a failover to a replica
+    /// cannot end a slot before the deadline its holder was given. Default: off. `replicas`
+    /// at least 1, `timeout` at least 1 ms.
     ///
     /// This is best-effort: it narrows, but does not close, the window in which a failover
     /// loses a grant, since an acknowledged write can still be lost by an unlucky failover.

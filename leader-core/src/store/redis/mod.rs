@@ -152,8 +152,39 @@ impl RedisStore {
         let mut args: Vec<&dyn ToRedisArgsDyn> =
             vec![&lease, &self.inner.idle_group_ttl_ms, &RELEASE_CHANNEL_PREFIX];
         args.extend(tokens.iter().map(|token| token as &dyn ToRedisArgsDyn));
-        let reply = self.call("renew_many", first.key, &RENEW_MANY, &keys, &args).await?;
-        reply::renew_many(reply, part.len())
+        let (reply, acknowledged) = self
+            .call_then_wait(
+                "renew_many",
+                first.key,
+                &RENEW_MANY,
+                &keys,
+                &args,
+                self.inner.replica_ack,
+            )
+            .await?;
+        let outcomes = reply::renew_many(reply, part.len())?;
+        self.renewal_replicated("renew_many", acknowledged)?;
+        Ok(outcomes)
+    }
+
+    /// With `replica_ack`, an error unless enough replicas acknowledged a renewal: the new
+    /// expiry is on the primary only, and a failover to a replica would end the slot before
+    /// it, so the holder must not count on it (it keeps its earlier deadline, which the
+    /// replicas acknowledged, and tries again).
+    fn renewal_replicated(
+        &self,
+        operation: &'static str,
+        acknowledged: Option<i64>,
+    ) -> Result<(), Error> {
+        match (self.inner.replica_ack, acknowledged) {
+            (Some((required, timeout)), Some(acknowledged))
+                if acknowledged < i64::from(required) =>
+            {
+                let acknowledged = acknowledged.max(0) as u32;
+                Err(Error::NotReplicated { acknowledged, required, timeout, operation })
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn check_reachable(&self) -> Result<(), Error> {
@@ -443,7 +474,8 @@ impl LeaseStore for RedisStore {
                     );
                 }
                 let acknowledged = acknowledged.max(0) as u32;
-                return Err(Error::NotReplicated { acknowledged, required, timeout });
+                let operation = "acquire";
+                return Err(Error::NotReplicated { acknowledged, required, timeout, operation });
             }
             Ok(outcome)
         })
@@ -460,8 +492,8 @@ impl LeaseStore for RedisStore {
             crate::duration::positive("lease_time", lease_time)?;
             let keys = GroupKeys::new(key)?;
             let lease = millis(lease_time);
-            let reply = self
-                .call(
+            let (reply, acknowledged) = self
+                .call_then_wait(
                     "renew",
                     key,
                     &RENEW,
@@ -472,9 +504,12 @@ impl LeaseStore for RedisStore {
                         &self.inner.idle_group_ttl_ms,
                         &keys.release_channel(),
                     ],
+                    self.inner.replica_ack,
                 )
                 .await?;
-            reply::renew(reply)
+            let outcome = reply::renew(reply)?;
+            self.renewal_replicated("renew", acknowledged)?;
+            Ok(outcome)
         })
         .await
     }
