@@ -405,6 +405,22 @@ impl Error {
     }
 }
 
+/// What an [`Error::NotReplicated`] operation wrote, in words.
+fn not_replicated_what(operation: &str) -> &'static str {
+    match operation {
+        "acquire" => "grant",
+        _ => "renewal",
+    }
+}
+
+/// What became of an [`Error::NotReplicated`] operation's write.
+fn not_replicated_then(operation: &str) -> &'static str {
+    match operation {
+        "acquire" => "the slot was released",
+        _ => "the renewal is not counted: the holder keeps its earlier deadline",
+    }
+}
+
 #[cfg(test)]
 mod duplicate_tests {
     use std::sync::Arc;
@@ -482,21 +498,5 @@ mod duplicate_tests {
             chain(&error),
             "redis store at redis://cache:6379 unavailable during connect: refused"
         );
-    }
-}
-
-/// What an [`Error::NotReplicated`] operation wrote, in words.
-fn not_replicated_what(operation: &str) -> &'static str {
-    match operation {
-        "acquire" => "grant",
-        _ => "renewal",
-    }
-}
-
-/// What became of an [`Error::NotReplicated`] operation's write.
-fn not_replicated_then(operation: &str) -> &'static str {
-    match operation {
-        "acquire" => "the slot was released",
-        _ => "the renewal is not counted: the holder keeps its earlier deadline",
     }
 }

@@ -234,6 +234,7 @@ impl LeaderGroupElector {
             token,
             holder: &settings.holder_id,
             lease_time: settings.lease_time,
+            session: None,
         };
         let mut policy = PerCall::new(name, settings.wait_time, settings.skip_on_store_error);
         let Won { grant, sent_at } = match candidate::stand(

@@ -187,6 +187,7 @@ async fn stand(
         token,
         holder: &settings.holder_id,
         lease_time: settings.lease_time,
+        session: None,
     };
     let mut policy = Standing { shared, commands, state };
     let Won { grant, sent_at } =

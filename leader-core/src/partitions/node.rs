@@ -414,9 +414,11 @@ impl Node {
         }
     }
 
-    /// Starts an acquire of partition `index` under `token` beside the loop.
+    /// Starts an acquire of partition `index` under `token` beside the loop, in the node's
+    /// session (its announcement's token: a store may keep all the node's slots alive as one).
     fn ask_under(&mut self, index: u32, token: LeaseToken) {
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
+        let session = self.membership.token;
         self.acquires.spawn(async move {
             let key = &settings.partition_keys[index as usize];
             // Made before the acquire, so a release right after its refusal still wakes it.
@@ -427,7 +429,8 @@ impl Node {
                 token,
                 &settings.holder_id,
                 settings.lease_time,
-            );
+            )
+            .in_session(session);
             let sent_at = Instant::now();
             let outcome = store.acquire(request).await;
             match (&outcome, watch) {
@@ -474,6 +477,7 @@ impl Node {
             // Held elsewhere still, or the store failed, and the acquire waited (for a
             // release, or the retry interval): asked again while it is this node's share.
             other => {
+                let failed = other.is_err();
                 if let Err(error) = other {
                     // Debug: in an outage every partition asked for fails so; the renewals'
                     // failures warn once per retry.
@@ -483,6 +487,10 @@ impl Node {
                     self.asking.insert(index);
                     // The same token: a grant made while the reply was lost is this one.
                     self.ask_under(index, token);
+                } else if failed {
+                    // No longer wanted: a grant made while the reply was lost goes back (in a
+                    // session it would otherwise live as long as the node).
+                    self.give_back(index, token);
                 }
             }
         }
@@ -523,9 +531,9 @@ impl Node {
         self.handovers.spawn(async move {
             let _ = tokio::time::timeout(settings.handover_grace, cell.handles_dropped()).await;
             let key = &settings.partition_keys[index as usize];
-            let released = store.release(key, token, Duration::ZERO).await;
+            let released = release(&*store, &settings, key, token).await;
             cell.lease.released();
-            released.map(drop)
+            released
         });
     }
 
@@ -534,7 +542,7 @@ impl Node {
         let (store, settings) = (Arc::clone(&self.store), Arc::clone(&self.settings));
         self.handovers.spawn(async move {
             let key = &settings.partition_keys[index as usize];
-            store.release(key, token, Duration::ZERO).await.map(drop)
+            release(&*store, &settings, key, token).await
         });
     }
 
@@ -569,7 +577,13 @@ impl Node {
     fn forget(&mut self, index: u32) {
         if let Some(held) = self.held.remove(&index) {
             // The lease's end revoked it already; a hand-over's too.
-            held.cell.revoke(held.cell.lease.loss_reason().unwrap_or(LossReason::Refused));
+            let reason = held.cell.lease.loss_reason().unwrap_or(LossReason::Refused);
+            held.cell.revoke(reason);
+            if reason == LossReason::Expired {
+                // Lapsed here, perhaps not at the store: a slot in the node's session would
+                // live on with it, and its next grant wait for it.
+                self.give_back(index, held.token);
+            }
         }
         self.shared.lock().remove(&index);
         if self.share.binary_search(&index).is_ok()
@@ -648,8 +662,30 @@ impl Shared {
     }
 }
 
-/// Takes (or confirms) the slot of the members' group held under `token`: its fence and
-/// local deadline.
+/// Releases the slot of group `key` held under `token`, asking again every retry interval
+/// while the store fails transiently, for up to one lease: a slot in a session lives as long
+/// as the session is renewed, so a release that got no answer is not left to expiry (after a
+/// lease of failures, the node's renewals have failed too).
+async fn release(
+    store: &dyn LeaseStore,
+    settings: &Settings,
+    key: &str,
+    token: LeaseToken,
+) -> Result<(), Error> {
+    let give_up = Instant::now() + settings.lease_time;
+    loop {
+        match store.release(key, token, Duration::ZERO).await {
+            Err(error) if error.is_transient() && Instant::now() < give_up => {
+                tracing::debug!(set = %settings.name, key, error = %crate::error_chain(&error), "releasing a partition failed; retrying");
+                tokio::time::sleep(settings.retry_interval).await;
+            }
+            released => return released.map(drop),
+        }
+    }
+}
+
+/// Takes (or confirms) the slot of the members' group held under `token` (the node's
+/// session, too): its fence and local deadline.
 async fn announce(
     store: &dyn LeaseStore,
     settings: &Settings,
@@ -661,7 +697,8 @@ async fn announce(
         token,
         &settings.holder_id,
         settings.lease_time,
-    );
+    )
+    .in_session(token);
     let sent_at = Instant::now();
     match store.acquire(request).await? {
         AcquireOutcome::Granted(grant) => Ok((grant.fence, sent_at + grant.expires_in)),

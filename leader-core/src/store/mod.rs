@@ -102,6 +102,8 @@ pub struct AcquireRequest<'a> {
     pub holder: &'a str,
     /// The slot's time to live on the store's clock.
     pub lease_time: Duration,
+    /// The session the slot belongs to, if any (see [`in_session`](Self::in_session)).
+    pub session: Option<LeaseToken>,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -126,7 +128,32 @@ impl<'a> AcquireRequest<'a> {
         holder: &'a str,
         lease_time: Duration,
     ) -> Self {
-        AcquireRequest { key, max_leaders, token, holder, lease_time }
+        AcquireRequest { key, max_leaders, token, holder, lease_time, session: None }
+    }
+
+    /// The same request, for a slot of session `session`: a caller that renews many slots
+    /// together ([`LeaseStore::renew_many`], as a node of [partition
+    /// leases](crate::Partitions) does) names them one session, and a store may keep them
+    /// alive as one. The etcd store binds a session's slots of one TTL to one etcd lease, so
+    /// a batch renewal is one keep-alive and a read per [`RENEW_BATCH_LEN`] slots; its
+    /// slots then live while any of them is renewed, and end when released or when the
+    /// session's renewals stop. Stores that keep each slot's expiry apart (memory, Redis,
+    /// PostgreSQL) ignore it.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let node = LeaseToken::generate().unwrap();
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("orders/7", NonZeroU32::MIN, token, "host-a", Duration::from_secs(10))
+    ///     .in_session(node);
+    /// assert_eq!(request.session, Some(node));
+    /// ```
+    pub fn in_session(self, session: LeaseToken) -> Self {
+        AcquireRequest { session: Some(session), ..self }
     }
 }
 

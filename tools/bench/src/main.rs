@@ -15,6 +15,7 @@
 //! cargo run -p leader-bench --release -- --partitions  # only partition leases at scale
 //! cargo run -p leader-bench --release -- --partitions-core 200000  # only one core's load
 //! cargo run -p leader-bench --release -- --partitions-renewal  # only the batched renewal
+//! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -27,6 +28,7 @@ mod floor;
 mod heap;
 mod observe;
 mod partitions;
+mod partitions_etcd;
 mod postgres;
 mod server;
 mod stats;
@@ -108,6 +110,10 @@ async fn main() {
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 30 } else { 100 };
 
+    if args.iter().any(|a| a == "--partitions-etcd") {
+        partitions_etcd::run(&|line| println!("{line}")).await;
+        return;
+    }
     let server = Server::start();
     SERVER_URL.set(server.url()).unwrap();
     if args.iter().any(|a| a == "--observe") {

@@ -45,8 +45,8 @@ pub async fn run(server: &Server, quick: bool, say: &dyn Fn(String)) {
 
 /// A node of set `name` whose events a task consumes, dropping each partition once its
 /// work must stop.
-async fn node(
-    store: &RedisStore,
+pub(crate) async fn node<S: LeaseStore + Clone + 'static>(
+    store: &S,
     name: &str,
     count: u32,
     lease: Duration,
@@ -67,7 +67,7 @@ async fn node(
 
 /// Waits until each node owns its share of `count` (and every partition is owned); how long
 /// it took.
-async fn until_balanced(nodes: &[Partitions], count: u32, within: Duration) -> Duration {
+pub(crate) async fn until_balanced(nodes: &[Partitions], count: u32, within: Duration) -> Duration {
     let started = Instant::now();
     loop {
         let owned: Vec<usize> = nodes.iter().map(|node| node.view().owned.len()).collect();

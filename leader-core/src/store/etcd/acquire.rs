@@ -88,6 +88,8 @@ impl EtcdStore {
                     Guessed::Read(group, lease) => (group, lease),
                 }
             }
+            // A session's slots take the session's lease, never a kept one.
+            _ if request.session.is_some() => (self.read(&bound, keys).await?, None),
             _ => self.read_with_kept_lease(&bound, keys, ttl).await?,
         };
         self.choose(&request, keys, ttl, group, lease, started, bound).await
@@ -105,7 +107,10 @@ impl EtcdStore {
         revision: i64,
         started: Instant,
     ) -> Result<Guessed, Error> {
-        let lease = self.lease(bound, ttl, Some(request.lease_time), true).await?;
+        let lease = match request.session {
+            Some(session) => self.session_lease(bound, session, ttl, request.lease_time).await?,
+            None => self.lease(bound, ttl, Some(request.lease_time), true).await?,
+        };
         let marker = match self.marker_lease(bound, ttl).await {
             Ok(marker) => marker,
             Err(error) => {
@@ -119,6 +124,7 @@ impl EtcdStore {
             Ok(reply) => reply,
             // A kept lease that is gone (revoked early, say): read, then a new one.
             Err(error) if lease_gone(&error) => {
+                self.session_lease_gone(lease.id);
                 return Ok(Guessed::Read(self.read(bound, keys).await?, None));
             }
             Err(error) => return Err(error),
@@ -184,9 +190,12 @@ impl EtcdStore {
                 return Ok(AcquireOutcome::Full { nearest_expiry: secs(nearest) });
             };
             let delay = group.delay_for(index, max);
-            let new = match lease {
-                Some(lease) => lease,
-                None => self.grant_lease(&bound, ttl, Some(request.lease_time)).await?,
+            let new = match (lease, request.session) {
+                (Some(lease), _) => lease,
+                (None, Some(session)) => {
+                    self.session_lease(&bound, session, ttl, request.lease_time).await?
+                }
+                (None, None) => self.grant_lease(&bound, ttl, Some(request.lease_time)).await?,
             };
             lease = Some(new);
             let marker = match self.marker_lease(&bound, ttl.max(delay.unwrap_or(0))).await {
@@ -202,7 +211,9 @@ impl EtcdStore {
             let reply = match self.send(&bound, request.token, new.id, txn).await {
                 Ok(reply) => reply,
                 Err(error) if lease_gone(&error) => {
-                    lease = None; // a kept lease that is gone: a new one next round
+                    // A kept (or session) lease that is gone: a new one next round.
+                    self.session_lease_gone(new.id);
+                    lease = None;
                     continue;
                 }
                 // Perhaps granted unseen: the lease is revoked at the token's next attempt.
@@ -320,7 +331,7 @@ impl EtcdStore {
                 tracing::info!(group = request.key, fence = held.slot.fence, delay = ?until - Instant::now(), "took over a slot whose holder may still act; waiting out the lock-delay");
                 // Dropped before it is over (a candidate that stops): the slot goes with its
                 // lease, never acted on; the index keeps its marker.
-                let mut abandoned = RevokeOnDrop { store: Some(self), lease: held.lease.id };
+                let mut abandoned = RevokeOnDrop { store: Some(self), keys, held: held.clone() };
                 let alive = self.lock_delay(held.lease, until).await;
                 abandoned.store = None;
                 match alive {
@@ -332,7 +343,7 @@ impl EtcdStore {
                         });
                     }
                     Err(error) => {
-                        self.revoke_behind(held.lease.id);
+                        self.abandon(keys, &held);
                         self.forget(request.token);
                         return Err(error);
                     }
@@ -403,10 +414,11 @@ impl EtcdStore {
     }
 }
 
-/// Revokes a lease in the background when dropped while armed: a lock-delay abandoned.
+/// Abandons a slot in the background when dropped while armed: a lock-delay abandoned.
 struct RevokeOnDrop<'a> {
     store: Option<&'a EtcdStore>,
-    lease: i64,
+    keys: &'a GroupKeys,
+    held: Held,
 }
 
 impl Drop for RevokeOnDrop<'_> {
@@ -414,7 +426,18 @@ impl Drop for RevokeOnDrop<'_> {
         if let Some(store) = self.store
             && tokio::runtime::Handle::try_current().is_ok()
         {
-            store.revoke_behind(self.lease);
+            store.abandon(self.keys, &self.held);
+        }
+    }
+}
+
+impl EtcdStore {
+    /// Ends a slot nobody will act on, in the background: its lease revoked, or, on a
+    /// session's lease (which carries other slots), its key deleted.
+    fn abandon(&self, keys: &GroupKeys, held: &Held) {
+        match self.is_session_lease(held.lease.id) {
+            true => self.delete_behind(keys, held),
+            false => self.revoke_behind(held.lease.id),
         }
     }
 }

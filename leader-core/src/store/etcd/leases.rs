@@ -186,8 +186,12 @@ impl EtcdStore {
         Ok(self.keep_alive(bound, kept.id).await?.then_some(NewLease { sent_at, ..kept }))
     }
 
-    /// A lease taken for a grant that did not happen: kept for the next one.
+    /// A lease taken for a grant that did not happen: kept for the next one (a session's
+    /// lease stays the session's).
     pub(crate) fn unused(&self, lease: NewLease) {
+        if self.is_session_lease(lease.id) {
+            return;
+        }
         let mut dropped = Vec::new();
         if !self.inner.leases.give(lease, &mut dropped) {
             self.revoke_behind(lease.id);
@@ -243,8 +247,12 @@ impl EtcdStore {
         Ok(lease)
     }
 
-    /// Revokes a lease no key uses, without waiting (it would expire by itself anyway).
+    /// Revokes a lease no key uses, without waiting (it would expire by itself anyway); never
+    /// a session's lease, which carries the session's other slots.
     pub(crate) fn revoke_behind(&self, lease: i64) {
+        if self.is_session_lease(lease) {
+            return;
+        }
         self.inner.keep_alives.forget(lease);
         let members = self.inner.members.clone();
         tokio::spawn(async move {

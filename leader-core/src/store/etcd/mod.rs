@@ -71,6 +71,7 @@ mod keep_alive;
 mod layout;
 mod leases;
 mod members;
+mod sessions;
 mod slots;
 
 pub use self::builder::EtcdStoreBuilder;
@@ -90,11 +91,12 @@ use self::keep_alive::KeepAlives;
 use self::layout::{GroupKeys, MAX_KEY_BYTES, Part};
 use self::leases::{LeasePool, MarkerLeases, secs, too_short};
 use self::members::Members;
+use self::sessions::Sessions;
 use self::slots::HeldSlots;
 use super::bound::Bound;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotInfo, SlotRef,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::error::Error;
 use crate::store::watch::Interest;
@@ -136,6 +138,8 @@ struct Inner {
     keep_alives: KeepAlives,
     /// The slots this store was granted.
     held: HeldSlots,
+    /// The leases of sessions' slots.
+    sessions: Sessions,
     /// What the store last learnt of each group, for an acquire's first step.
     hints: Arc<Hints>,
     /// Endpoints and prefix, for `Debug` (never the password).
@@ -163,6 +167,7 @@ impl EtcdStore {
                 markers: MarkerLeases::default(),
                 keep_alives: KeepAlives::default(),
                 held: HeldSlots::default(),
+                sessions: Sessions::default(),
                 hints: Arc::default(),
                 description,
             }),
@@ -278,6 +283,24 @@ impl LeaseStore for EtcdStore {
             let keys = self.keys(key)?;
             let ttl = self.ttl_for(lease_time)?;
             self.renew_slot(&keys, token, ttl, lease_time).await
+        })
+        .await
+    }
+
+    /// Slots of one session ([`AcquireRequest::in_session`]) share a lease: one keep-alive
+    /// for them all and, beside it, one read of up to [`RENEW_BATCH_LEN`] slot keys per
+    /// round trip. Other slots are renewed one by one.
+    ///
+    /// [`RENEW_BATCH_LEN`]: crate::store::RENEW_BATCH_LEN
+    async fn renew_many(
+        &self,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            crate::duration::positive("lease_time", lease_time)?;
+            let ttl = self.ttl_for(lease_time)?;
+            self.renew_batch(slots, ttl, lease_time).await
         })
         .await
     }

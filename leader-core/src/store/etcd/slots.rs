@@ -66,11 +66,20 @@ impl Held {
 #[derive(Default)]
 pub(crate) struct HeldSlots {
     by_token: std::sync::Mutex<HashMap<LeaseToken, Held>>,
+    /// The size at which the next insert lets go of dead entries (twice the live ones).
+    sweep_at: std::sync::atomic::AtomicUsize,
 }
 
-/// How many tokens the cache keeps before it starts again (tokens whose holders vanished
-/// without a release or a refused renewal would otherwise stay).
+/// How many tokens the cache keeps before it first lets go of the ones not kept alive for two
+/// TTLs (tokens whose holders vanished without a release or a refused renewal would
+/// otherwise stay; a session's slots are kept alive by its lease, and go when released or
+/// refused); then again each time it has doubled. A process that holds more live slots than
+/// [`MOST_CACHED`] starts again.
 const CACHED: usize = 4096;
+
+/// The most tokens the cache keeps, live or not (a node of partition leases holds one per
+/// partition it owns).
+const MOST_CACHED: usize = 1 << 20;
 
 /// A slot's move to a new lease: its TTL, whether its marker is deleted (a release kept for
 /// its minimum lease: the holder acts no more), and the `lease_time` the holder counts on
@@ -88,15 +97,35 @@ impl EtcdStore {
     }
 
     pub(crate) fn remember(&self, held: Held) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sweep_at = self.inner.held.sweep_at.load(Relaxed).max(CACHED);
+        let sessions = match self.cache().len() >= sweep_at {
+            true => Some(self.inner.sessions.lease_ids()),
+            false => None,
+        };
         let mut cache = self.cache();
-        if cache.len() >= CACHED && !cache.contains_key(&held.slot.token) {
-            cache.clear();
+        if let Some(sessions) = sessions
+            && !cache.contains_key(&held.slot.token)
+        {
+            cache.retain(|_, kept| {
+                sessions.contains(&kept.lease.id)
+                    || kept.lease.sent_at.elapsed() < secs(kept.lease.ttl.saturating_mul(2))
+            });
+            if cache.len() >= MOST_CACHED {
+                cache.clear();
+            }
+            self.inner.held.sweep_at.store(cache.len().saturating_mul(2).max(CACHED), Relaxed);
         }
         cache.insert(held.slot.token, held);
     }
 
     pub(crate) fn forget(&self, token: LeaseToken) {
         self.cache().remove(&token);
+    }
+
+    /// What this store holds under `token`, if it knows.
+    pub(crate) fn cached(&self, token: LeaseToken) -> Option<Held> {
+        self.cache().get(&token).cloned()
     }
 
     /// Whether this store holds a slot under `token`, as far as it knows.
@@ -307,6 +336,9 @@ impl EtcdStore {
             .or_else([TxnOp::get(slot_key.as_str(), Some(GetOptions::new().with_keys_only()))]);
         let reply = match self.send(&bound, token, held.lease.id, txn).await {
             Ok(reply) => reply,
+            // No answer, on a session's lease (which carries other slots): the caller asks
+            // again.
+            Err(error) if self.is_session_lease(held.lease.id) => return Err(error),
             Err(error) if error.is_transient() => {
                 // No answer: its lease revoked, so the slot is gone whether the transaction
                 // committed or not (its index keeps its marker if it had not: one lock-delay
@@ -383,7 +415,7 @@ impl EtcdStore {
         if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
-        if let Err(error) = self.revoke(bound, held.lease.id).await {
+        if let Err(error) = self.revoke_if_unshared(bound, held.lease.id).await {
             // Its key is gone already; the holder's next renewal finds it so.
             tracing::warn!(group = %keys.range.trim_end(), %error, "ended a slot, but could not revoke its etcd lease; it expires by itself");
         }
@@ -447,6 +479,22 @@ impl EtcdStore {
         Ok(Some(moved))
     }
 
+    /// Revokes `lease` unless other keys are bound to it: a session's lease (this store's,
+    /// or another process's, as its time to live lists its keys) carries other slots.
+    async fn revoke_if_unshared(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
+        if self.is_session_lease(lease) {
+            return Ok(());
+        }
+        let life = self.inner.members.call(bound, |client| async move {
+            let keys = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
+            client.lease_client().time_to_live(lease, Some(keys)).await
+        });
+        if life.await?.keys().is_empty() {
+            self.revoke(bound, lease).await?;
+        }
+        Ok(())
+    }
+
     /// Whether slot key `slot_key` is still `held`'s grant on its lease (a linearizable read
     /// of its revision and lease; no value is sent back).
     async fn still_held(&self, bound: &Bound, slot_key: &str, held: &Held) -> Result<bool, Error> {
@@ -471,6 +519,11 @@ impl EtcdStore {
         lease: i64,
         txn: Txn,
     ) -> Result<etcd_client::TxnResponse, Error> {
+        // A session's lease is never revoked to settle an unanswered transaction: a late
+        // commit on it gives the token no second slot (see `sessions.rs`).
+        if self.is_session_lease(lease) {
+            return self.txn(bound, txn).await;
+        }
         self.inner.hints.sending(token, lease);
         let reply = self.txn(bound, txn).await;
         if reply.is_ok() || reply.as_ref().is_err_and(|error| !error.is_transient()) {

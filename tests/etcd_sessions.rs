@@ -1,0 +1,192 @@
+//! `EtcdStore` sessions ([`AcquireRequest::in_session`]) against a real `etcd` member: a
+//! session's slots share one lease, so a batch renewal is one keep-alive and one read per
+//! 128 slots; one slot's release or revocation leaves the others alone; the session ends
+//! with its renewals, and a takeover after that still waits the lock-delay.
+#![cfg(feature = "etcd")]
+
+mod support;
+
+use std::time::Duration;
+
+use leader::store::{AcquireRequest, HeldSlot, ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
+use leader::{EtcdStore, LeaseStore, LeaseToken};
+use support::etcd::EtcdServer;
+use support::{granted_fence, request_for, token};
+use tokio::time::Instant;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A store on a new one-member cluster (its minimum lease TTL is 1 s).
+async fn solo() -> (EtcdStore, EtcdServer) {
+    let server = EtcdServer::start();
+    let store = EtcdStore::connect(&server.url()).await.expect("connect");
+    (store, server)
+}
+
+/// Messages the member received for gRPC method `method`.
+fn received(server: &EtcdServer, method: &str) -> f64 {
+    let labels = format!("grpc_method=\"{method}\"");
+    server.member.metric_with("grpc_server_msg_received_total", &labels).unwrap_or(0.0)
+}
+
+/// Acquires `keys` in session `session`, each under a new token; the tokens.
+async fn acquire_all(
+    store: &EtcdStore,
+    keys: &[String],
+    session: LeaseToken,
+    lease: Duration,
+) -> Vec<LeaseToken> {
+    let mut tokens = Vec::new();
+    for key in keys {
+        let token = token();
+        let request: AcquireRequest<'_> = request_for(key, 1, token, lease).in_session(session);
+        granted_fence(store.acquire(request).await.unwrap());
+        tokens.push(token);
+    }
+    tokens
+}
+
+fn renewed(answer: &RenewOutcome) -> bool {
+    matches!(answer, RenewOutcome::Renewed { .. })
+}
+
+#[tokio::test]
+async fn a_sessions_slots_renew_with_one_keep_alive_and_one_read_per_128() {
+    let (store, server) = solo().await;
+    let lease = 2 * SECOND;
+    let keys: Vec<String> = (0..200).map(|i| format!("orders/{i}")).collect();
+    let tokens = acquire_all(&store, &keys, token(), lease).await;
+    let slots: Vec<HeldSlot<'_>> =
+        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let before = ["LeaseKeepAlive", "Txn", "Range", "LeaseGrant"].map(|m| received(&server, m));
+    let sent_at = Instant::now();
+    let answers = store.renew_many(&slots, lease).await.unwrap();
+    let after = ["LeaseKeepAlive", "Txn", "Range", "LeaseGrant"].map(|m| received(&server, m));
+    assert!(answers.iter().all(renewed), "{answers:?}");
+    let delta: Vec<f64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    assert_eq!(delta, [1.0, 2.0, 0.0, 0.0], "keep-alives, transactions, reads, grants");
+    // Counted from when the keep-alive was sent: the whole lease, never more.
+    for answer in &answers {
+        let RenewOutcome::Renewed { expires_in, .. } = answer else { unreachable!() };
+        assert!(*expires_in <= lease && *expires_in + sent_at.elapsed() >= lease, "{answer:?}");
+    }
+    // The same slots one by one: a keep-alive and a read each.
+    let before = received(&server, "LeaseKeepAlive");
+    for slot in &slots[..10] {
+        assert!(renewed(&store.renew(slot.key, slot.token, lease).await.unwrap()));
+    }
+    assert_eq!(received(&server, "LeaseKeepAlive") - before, 10.0);
+}
+
+#[tokio::test]
+async fn one_slot_released_or_revoked_leaves_the_sessions_others_renewing() {
+    let (store, server) = solo().await;
+    let lease = 2 * SECOND;
+    let keys: Vec<String> = (0..3).map(|i| format!("jobs/{i}")).collect();
+    let tokens = acquire_all(&store, &keys, token(), lease).await;
+    let slots: Vec<HeldSlot<'_>> =
+        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    // Released by its holder.
+    let released = store.release(&keys[0], tokens[0], Duration::ZERO).await.unwrap();
+    assert_eq!(released, ReleaseOutcome::Released);
+    // Revoked by an operator's tool: another process, which knows nothing of the session.
+    let tool = EtcdStore::connect(&server.url()).await.unwrap();
+    let revoked =
+        tool.revoke(&keys[1], SlotRef::Token(tokens[1]), Revocation::AtExpiry).await.unwrap();
+    assert!(matches!(revoked, ReleaseOutcome::Kept { .. }), "{revoked:?}");
+    let answers = store.renew_many(&slots, lease).await.unwrap();
+    assert!(
+        matches!(answers[..], [RenewOutcome::NotHeld, RenewOutcome::NotHeld, _]),
+        "{answers:?}"
+    );
+    assert!(renewed(&answers[2]), "the third slot lives on: {answers:?}");
+    // And keeps living, renewed, past the lease the first two had.
+    let until = Instant::now() + lease + SECOND;
+    while Instant::now() < until {
+        tokio::time::sleep(lease / 4).await;
+        let answers = store.renew_many(&slots[2..], lease).await.unwrap();
+        assert!(renewed(&answers[0]), "{answers:?}");
+    }
+    assert_eq!(store.state(&keys[2]).await.unwrap().leaders.len(), 1);
+    assert!(store.state(&keys[1]).await.unwrap().leaders.is_empty());
+}
+
+#[tokio::test]
+async fn a_session_ends_with_its_renewals_and_a_takeover_waits_the_lock_delay() {
+    let (store, _server) = solo().await;
+    let lease = SECOND;
+    let keys: Vec<String> = (0..2).map(|i| format!("shards/{i}")).collect();
+    acquire_all(&store, &keys, token(), lease).await;
+    // Nobody renews: the session's lease runs out, and its keys go within half a second.
+    tokio::time::sleep(lease + 1500 * Duration::from_millis(1)).await;
+    for key in &keys {
+        assert!(store.state(key).await.unwrap().leaders.is_empty(), "{key} outlived its session");
+    }
+    // The holder never released: the next one waits its TTL before it acts.
+    let started = Instant::now();
+    granted_fence(store.acquire(request_for(&keys[0], 1, token(), lease)).await.unwrap());
+    assert!(started.elapsed() >= lease - Duration::from_millis(50), "{:?}", started.elapsed());
+}
+
+/// A session's markers (which make a takeover wait the lock-delay) move to fresher marker
+/// leases together: one transaction per 42 slots, not one per slot; and after the moves, a
+/// takeover still waits.
+#[tokio::test]
+async fn a_sessions_markers_move_together_and_keep_the_lock_delay() {
+    let (store, server) = solo().await;
+    // A 1 s TTL: markers live 10 s and move when fewer than 4 s would be left after the
+    // renewal's deadline, so within the 9 s below every marker moves once.
+    let lease = SECOND;
+    let keys: Vec<String> = (0..100).map(|i| format!("tiles/{i}")).collect();
+    let tokens = acquire_all(&store, &keys, token(), lease).await;
+    let slots: Vec<HeldSlot<'_>> =
+        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let (before, mut renewals) = (received(&server, "Txn"), 0.0);
+    let until = Instant::now() + 9 * SECOND;
+    while Instant::now() < until {
+        let answers = store.renew_many(&slots, lease).await.unwrap();
+        assert!(answers.iter().all(renewed), "{answers:?}");
+        renewals += 1.0;
+        tokio::time::sleep(lease / 4).await;
+    }
+    // One read per renewal (100 slots), and the moves: 3 transactions each time.
+    let moves = received(&server, "Txn") - before - renewals;
+    assert!((3.0..=6.0).contains(&moves), "{moves} marker-moving transactions");
+    tokio::time::sleep(lease + 1500 * Duration::from_millis(1)).await;
+    let started = Instant::now();
+    granted_fence(store.acquire(request_for(&keys[99], 1, token(), lease)).await.unwrap());
+    assert!(started.elapsed() >= lease - Duration::from_millis(50), "{:?}", started.elapsed());
+}
+
+/// A process may hold more slots than the store caches by default (a node of many
+/// partitions): they stay known, so a batch renewal still takes one keep-alive and one read
+/// per 128 slots, and a hand-over of one is its holder's release.
+#[tokio::test]
+async fn more_than_4096_slots_of_a_session_stay_one_batch() {
+    let (store, server) = solo().await;
+    let lease = 30 * SECOND;
+    let session = token();
+    let keys: Vec<String> = (0..5000).map(|i| format!("many/{i}")).collect();
+    let tokens: Vec<LeaseToken> = keys.iter().map(|_| token()).collect();
+    for (keys, tokens) in keys.chunks(64).zip(tokens.chunks(64)) {
+        let grants = keys.iter().zip(tokens).map(|(key, token)| {
+            store.acquire(request_for(key, 1, *token, lease).in_session(session))
+        });
+        for outcome in futures_util::future::try_join_all(grants).await.unwrap() {
+            granted_fence(outcome);
+        }
+    }
+    let slots: Vec<HeldSlot<'_>> =
+        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let before = ["LeaseKeepAlive", "Txn", "Range"].map(|m| received(&server, m));
+    let answers = store.renew_many(&slots, lease).await.unwrap();
+    let after = ["LeaseKeepAlive", "Txn", "Range"].map(|m| received(&server, m));
+    assert!(answers.iter().all(renewed));
+    let delta: Vec<f64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    assert_eq!(delta, [1.0, 40.0, 0.0], "keep-alives, transactions, reads");
+    // The first slot's release is its holder's: the next taker waits no lock-delay.
+    store.release(&keys[0], tokens[0], Duration::ZERO).await.unwrap();
+    let started = Instant::now();
+    granted_fence(store.acquire(request_for(&keys[0], 1, token(), lease)).await.unwrap());
+    assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
+}
