@@ -190,3 +190,41 @@ async fn more_than_4096_slots_of_a_session_stay_one_batch() {
     granted_fence(store.acquire(request_for(&keys[0], 1, token(), lease)).await.unwrap());
     assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
 }
+
+/// Another process renewing one slot of a session under another lease time moves that slot
+/// to a lease of its own, and leaves the session's lease (and its other slots) alone.
+#[tokio::test]
+async fn a_slot_moved_off_its_session_by_another_process_leaves_the_others() {
+    let (store, server) = solo().await;
+    let lease = 3 * SECOND;
+    let keys: Vec<String> = (0..2).map(|i| format!("moved/{i}")).collect();
+    let tokens = acquire_all(&store, &keys, token(), lease).await;
+    let other = EtcdStore::connect(&server.url()).await.unwrap();
+    let moved = other.renew(&keys[0], tokens[0], 2 * lease).await.unwrap();
+    assert!(renewed(&moved), "{moved:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await; // its old lease's revocation, if any
+    let answers = store.renew_many(&[HeldSlot::new(&keys[1], tokens[1])], lease).await.unwrap();
+    assert!(renewed(&answers[0]), "the session's other slot: {answers:?}");
+    assert_eq!(store.state(&keys[1]).await.unwrap().leaders.len(), 1);
+}
+
+/// A renewal that names another group under a slot's token says nothing of the slot: the
+/// holder's release is still its own (the next taker waits no lock-delay).
+#[tokio::test]
+async fn a_renewal_naming_another_group_leaves_the_holders_release_its_own() {
+    let (store, _server) = solo().await;
+    let lease = 3 * SECOND;
+    let key = "own/0".to_owned();
+    let tokens = acquire_all(&store, std::slice::from_ref(&key), token(), lease).await;
+    let token = tokens[0];
+    let wrong = store.renew_many(&[HeldSlot::new("own/elsewhere", token)], lease).await.unwrap();
+    assert_eq!(wrong, [RenewOutcome::NotHeld]);
+    assert_eq!(store.renew("own/elsewhere", token, lease).await.unwrap(), RenewOutcome::NotHeld);
+    let right = store.renew_many(&[HeldSlot::new(&key, token)], lease).await.unwrap();
+    assert!(renewed(&right[0]), "{right:?}");
+    let released = store.release(&key, token, Duration::ZERO).await.unwrap();
+    assert_eq!(released, ReleaseOutcome::Released);
+    let started = Instant::now();
+    granted_fence(store.acquire(request_for(&key, 1, support::token(), lease)).await.unwrap());
+    assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
+}

@@ -34,6 +34,8 @@ pub async fn run(args: CandidateArgs, store: SharedStore) -> Result<(), String> 
         .retry_interval(lease / 5)
         .holder_id(args.id.clone())
         .keys(partition_keys());
+    // Every release the node sends is reported, as the other modes' candidates do.
+    let store = crate::stalling::reporting_releases(store, &args.key);
     let mut node = Partitions::start(&args.key, PARTITIONS, store, options)
         .await
         .map_err(|e| e.to_string())?;

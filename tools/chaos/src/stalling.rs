@@ -41,6 +41,9 @@ pub struct Stalls {
     points: Arc<StallPoints>,
     /// The fence of each token granted and not yet released.
     fences: Mutex<HashMap<LeaseToken, u64>>,
+    /// In partitions mode, the set's key: a release of group `{set}/{i}` is reported as
+    /// partition `i`'s.
+    set: Option<String>,
 }
 
 /// The candidate's store: the real one, through [`Stalls`].
@@ -48,7 +51,16 @@ pub type StallingStore<S> = Layered<Stalls, S>;
 
 /// `inner`, stopping at the armed `points`.
 pub fn stalling<S>(inner: S, points: Arc<StallPoints>) -> StallingStore<S> {
-    Layered::new(Stalls { points, fences: Mutex::new(HashMap::new()) }, inner)
+    Layered::new(Stalls { points, fences: Mutex::new(HashMap::new()), set: None }, inner)
+}
+
+/// `inner` for a node of set `set` (partitions mode): each release of a partition's grant
+/// the node sends (a hand-over, or a partition given back after its local deadline passed)
+/// is reported as that partition's.
+pub fn reporting_releases<S>(inner: S, set: &str) -> StallingStore<S> {
+    let points = Arc::new(StallPoints::default());
+    let set = Some(set.to_owned());
+    Layered::new(Stalls { points, fences: Mutex::new(HashMap::new()), set }, inner)
 }
 
 impl Stalls {
@@ -117,7 +129,18 @@ impl StoreLayer for Stalls {
         let fence = self.fences().remove(&token);
         if let Some(fence) = fence {
             let at = crate::events::now_micros();
-            crate::candidate::report(&crate::events::Event::Releasing { at, fence });
+            let releasing = crate::events::Event::Releasing { at, fence };
+            let partition = self
+                .set
+                .as_deref()
+                .and_then(|set| key.strip_prefix(set)?.strip_prefix('/')?.parse::<u32>().ok());
+            match (&self.set, partition) {
+                (None, _) => crate::candidate::report(&releasing),
+                (Some(_), Some(partition)) => {
+                    crate::candidate::report_partition(partition, &releasing);
+                }
+                (Some(_), None) => {} // the node's announcement
+            }
         }
         inner.release(key, token, min_lease_time).await
     }

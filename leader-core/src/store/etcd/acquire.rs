@@ -168,7 +168,7 @@ impl EtcdStore {
                 }
                 let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
                 // An acquire through this store: the candidate's own from here on.
-                let held = Held { granted_here: true, ..self.held_slot(slot, marker) };
+                let held = Held { granted_here: true, ..self.held_slot(keys, slot, marker) };
                 return self.grant_again(&bound, request, keys, held, started).await;
             }
             if let Some(existing) = group.size()
@@ -257,7 +257,8 @@ impl EtcdStore {
             holder: request.holder.to_owned(),
         };
         let delay_until = delay.map(|ttl| Instant::now() + secs(ttl));
-        let held = Held { slot, lease, marker, delay_until, granted_here: true };
+        let group = keys.range.as_str().into();
+        let held = Held { group, slot, lease, marker, delay_until, granted_here: true };
         self.remember(held.clone());
         self.grant_of(request, keys, held, &outgrown, started).await
     }

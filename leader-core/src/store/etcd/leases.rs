@@ -265,6 +265,21 @@ impl EtcdStore {
         });
     }
 
+    /// [`revoke_behind`](Self::revoke_behind), unless other keys are bound to `lease` (one
+    /// read first: a session's lease of another process is not known here).
+    pub(crate) fn revoke_behind_if_unshared(&self, lease: i64) {
+        if self.is_session_lease(lease) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let bound = store.inner.members.bound("revoke");
+            if let Err(error) = store.revoke_if_unshared(&bound, lease).await {
+                tracing::debug!(lease, %error, "could not revoke an etcd lease a slot moved off; it expires by itself");
+            }
+        });
+    }
+
     /// Revokes `lease`, waiting for the answer (a renewal under it fails from then on).
     pub(crate) async fn revoke(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
         self.inner.keep_alives.forget(lease);

@@ -94,7 +94,8 @@ impl EtcdStore {
             let keys = self.keys(slot.key)?;
             match self.cached(slot.token) {
                 Some(held)
-                    if held.lease.ttl == ttl
+                    if *held.group == *keys.range
+                        && held.lease.ttl == ttl
                         && held.delay_until.is_none()
                         && self.is_session_lease(held.lease.id) =>
                 {
@@ -225,7 +226,7 @@ impl EtcdStore {
         let mut live = Vec::with_capacity(slots.len());
         for (mut slot, still) in slots.into_iter().zip(held.into_iter().flatten()) {
             if !still {
-                self.forget(slot.held.slot.token);
+                self.forget_in(&slot.keys, slot.held.slot.token);
                 answers[slot.position] = Some(RenewOutcome::NotHeld);
                 continue;
             }

@@ -33,6 +33,9 @@ use crate::token::LeaseToken;
 /// A slot this process holds (or found by reading its group).
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
+    /// The group's range (`GroupKeys::range`): the cache is by token, and a call may name
+    /// another group under the same token.
+    pub group: std::sync::Arc<str>,
     /// The slot as its key holds it (its lease's TTL and its lock-delay included).
     pub slot: Slot,
     /// The slot's lease, as last kept alive.
@@ -123,6 +126,15 @@ impl EtcdStore {
         self.cache().remove(&token);
     }
 
+    /// Forgets `token`'s slot if it is of group `keys` (a call that named another group
+    /// under the token says nothing of the slot the token holds).
+    pub(crate) fn forget_in(&self, keys: &GroupKeys, token: LeaseToken) {
+        let mut cache = self.cache();
+        if cache.get(&token).is_some_and(|held| *held.group == *keys.range) {
+            cache.remove(&token);
+        }
+    }
+
     /// What this store holds under `token`, if it knows.
     pub(crate) fn cached(&self, token: LeaseToken) -> Option<Held> {
         self.cache().get(&token).cloned()
@@ -137,14 +149,21 @@ impl EtcdStore {
     /// cache entry, or what the slot's record says (its lease as if kept alive a TTL ago;
     /// its marker's lease as if it ended now, so the first renewal moves the marker; a
     /// pending slot waits a whole delay from now; not granted here).
-    pub(crate) fn held_slot(&self, slot: &Slot, marker_lease: Option<i64>) -> Held {
+    pub(crate) fn held_slot(
+        &self,
+        keys: &GroupKeys,
+        slot: &Slot,
+        marker_lease: Option<i64>,
+    ) -> Held {
         if let Some(held) = self.cache().get(&slot.token)
             && held.slot.fence == slot.fence
+            && *held.group == *keys.range
         {
             return held.clone();
         }
         let now = Instant::now();
         Held {
+            group: keys.range.as_str().into(),
             slot: slot.clone(),
             // Only a starting point: every use keeps the lease alive first, which sets it.
             lease: NewLease {
@@ -165,13 +184,13 @@ impl EtcdStore {
         keys: &GroupKeys,
         token: LeaseToken,
     ) -> Result<Option<Held>, Error> {
-        if let Some(held) = self.cache().get(&token) {
-            return Ok(Some(held.clone()));
+        if let Some(held) = self.cached(token).filter(|held| *held.group == *keys.range) {
+            return Ok(Some(held));
         }
         let group = self.read(bound, keys).await?;
         Ok(group.slot_of(token).map(|slot| {
             let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
-            self.held_slot(slot, marker)
+            self.held_slot(keys, slot, marker)
         }))
     }
 
@@ -196,7 +215,7 @@ impl EtcdStore {
                 self.still_held(&bound, &slot_key, &held)
             );
             let (Some(lease), true) = (alive?, key?) else {
-                self.forget(token);
+                self.forget_in(keys, token);
                 return Ok(RenewOutcome::NotHeld);
             };
             held.lease = lease;
@@ -319,7 +338,7 @@ impl EtcdStore {
             };
             let relet = Relet { ttl, released: !delayed, lease_time: None };
             let moved = self.relet(&bound, keys, &held, relet).await?;
-            self.forget(token);
+            self.forget_in(keys, token);
             return Ok(match moved {
                 Some(_) => ReleaseOutcome::Kept { expires_in: keep },
                 None => ReleaseOutcome::NotHeld,
@@ -344,12 +363,12 @@ impl EtcdStore {
                 // committed or not (its index keeps its marker if it had not: one lock-delay
                 // too many, never one too few).
                 self.settle(&bound, token).await?;
-                self.forget(token);
+                self.forget_in(keys, token);
                 return Ok(ReleaseOutcome::Released);
             }
             Err(error) => return Err(error),
         };
-        self.forget(token);
+        self.forget_in(keys, token);
         if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
@@ -377,10 +396,10 @@ impl EtcdStore {
             return Ok(ReleaseOutcome::NotHeld);
         };
         let marker = group.markers.get(&found.index).map(|marker| marker.lease);
-        let held = self.held_slot(found, marker);
+        let held = self.held_slot(keys, found, marker);
         let outcome = self.end_slot(&bound, keys, &held, how).await?;
         if outcome != ReleaseOutcome::NotHeld {
-            self.forget(found.token);
+            self.forget_in(keys, found.token);
         }
         Ok(outcome)
     }
@@ -463,16 +482,17 @@ impl EtcdStore {
             Ok(reply) => reply,
             Err(error) => {
                 // Perhaps moved unseen: revoked with the rest at the next attempt.
-                self.forget(token);
+                self.forget_in(keys, token);
                 return Err(error);
             }
         };
         if !reply.succeeded() {
             self.unused(lease);
-            self.forget(token);
+            self.forget_in(keys, token);
             return Ok(None);
         }
-        self.revoke_behind(held.lease.id);
+        // The old lease may carry other slots (a session's, of this process or another).
+        self.revoke_behind_if_unshared(held.lease.id);
         moved.fence = held.slot.fence;
         let moved = Held { slot: moved, lease, marker, ..held.clone() };
         self.remember(moved.clone());
@@ -481,7 +501,7 @@ impl EtcdStore {
 
     /// Revokes `lease` unless other keys are bound to it: a session's lease (this store's,
     /// or another process's, as its time to live lists its keys) carries other slots.
-    async fn revoke_if_unshared(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
+    pub(crate) async fn revoke_if_unshared(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
         if self.is_session_lease(lease) {
             return Ok(());
         }
