@@ -228,3 +228,31 @@ async fn a_renewal_naming_another_group_leaves_the_holders_release_its_own() {
     granted_fence(store.acquire(request_for(&key, 1, support::token(), lease)).await.unwrap());
     assert!(started.elapsed() < SECOND, "{:?}", started.elapsed());
 }
+
+/// A session slot taken up by another store (the same token asked again after a restart)
+/// and released there leaves the session's lease alone: the other store never reuses it,
+/// so the dead session's other slots still expire.
+#[tokio::test]
+async fn a_dead_sessions_lease_is_never_reused_by_another_store() {
+    let (first, server) = solo().await;
+    let lease = 2 * SECOND;
+    let keys: Vec<String> = (0..3).map(|i| format!("adopted/{i}")).collect();
+    let tokens = acquire_all(&first, &keys[..2], token(), lease).await;
+    drop(first); // the holder dies
+    let second = EtcdStore::connect(&server.url()).await.unwrap();
+    granted_fence(second.acquire(request_for(&keys[0], 1, tokens[0], lease)).await.unwrap());
+    assert_eq!(
+        second.release(&keys[0], tokens[0], Duration::ZERO).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    // A slot of its own, renewed throughout.
+    let own = token();
+    granted_fence(second.acquire(request_for(&keys[2], 1, own, lease)).await.unwrap());
+    let until = Instant::now() + lease + 1500 * Duration::from_millis(1);
+    while Instant::now() < until {
+        assert!(renewed(&second.renew(&keys[2], own, lease).await.unwrap()));
+        tokio::time::sleep(lease / 4).await;
+    }
+    let orphan = second.state(&keys[1]).await.unwrap();
+    assert!(orphan.leaders.is_empty(), "the dead session's slot outlived it: {orphan:?}");
+}

@@ -258,7 +258,8 @@ impl EtcdStore {
         };
         let delay_until = delay.map(|ttl| Instant::now() + secs(ttl));
         let group = keys.range.as_str().into();
-        let held = Held { group, slot, lease, marker, delay_until, granted_here: true };
+        let lease_ours = !self.is_session_lease(lease.id);
+        let held = Held { group, slot, lease, marker, delay_until, granted_here: true, lease_ours };
         self.remember(held.clone());
         self.grant_of(request, keys, held, &outgrown, started).await
     }
@@ -433,12 +434,12 @@ impl Drop for RevokeOnDrop<'_> {
 }
 
 impl EtcdStore {
-    /// Ends a slot nobody will act on, in the background: its lease revoked, or, on a
-    /// session's lease (which carries other slots), its key deleted.
+    /// Ends a slot nobody will act on, in the background: its lease revoked, or, on a lease
+    /// that is not the slot's alone (a session's, or one found by reading), its key deleted.
     fn abandon(&self, keys: &GroupKeys, held: &Held) {
-        match self.is_session_lease(held.lease.id) {
-            true => self.delete_behind(keys, held),
-            false => self.revoke_behind(held.lease.id),
+        match held.lease_ours {
+            true => self.revoke_behind(held.lease.id),
+            false => self.delete_behind(keys, held),
         }
     }
 }

@@ -62,7 +62,10 @@ impl EtcdStore {
         let members = &self.inner.members;
         let stream = keep_alives.stream_of(lease);
         let mut open = bound.run(stream.lock()).await?;
-        if let Some(stream) = open.as_mut() {
+        // Taken out while in use: a renewal dropped between its request and the reply leaves
+        // no stream behind whose next reply would answer the request before (a new one is
+        // opened at the next renewal).
+        if let Some(mut stream) = open.take() {
             let share = bound.left() / u32::try_from(members.count()).unwrap_or(1);
             let renewed = tokio::time::timeout(share, async {
                 stream.keeper.keep_alive().await?;
@@ -70,16 +73,16 @@ impl EtcdStore {
             })
             .await;
             match renewed {
-                Ok(Ok(Some(reply))) if reply.ttl() > 0 => return Ok(true),
+                Ok(Ok(Some(reply))) if reply.ttl() > 0 => {
+                    *open = Some(stream);
+                    return Ok(true);
+                }
                 Ok(Ok(Some(_))) => {
                     keep_alives.forget(lease);
                     return Ok(false);
                 }
                 // Broken, ended or silent: its member is left, and a stream opened below.
-                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
-                    members.leave(stream.member);
-                    *open = None;
-                }
+                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => members.leave(stream.member),
             }
         }
         let opened = members

@@ -48,6 +48,10 @@ pub(crate) struct Held {
     /// through it the holder's own; a store that found the slot by reading (a renewal or a
     /// release with another's token) releases it as a revocation, with the lock-delay.
     pub granted_here: bool,
+    /// Whether its lease is this store's and the slot's alone (granted or pooled here, not a
+    /// session's, not found by reading): only such a lease is kept for reuse after the
+    /// release, or revoked when the release got no answer.
+    pub lease_ours: bool,
 }
 
 impl Held {
@@ -174,6 +178,7 @@ impl EtcdStore {
             marker: NewLease { id: marker_lease.unwrap_or(0), ttl: 0, sent_at: now },
             delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
             granted_here: false,
+            lease_ours: false,
         }
     }
 
@@ -353,11 +358,16 @@ impl EtcdStore {
             .when(held.still_this_grant(&slot_key))
             .and_then(then)
             .or_else([TxnOp::get(slot_key.as_str(), Some(GetOptions::new().with_keys_only()))]);
-        let reply = match self.send(&bound, token, held.lease.id, txn).await {
+        // On a lease that is not the slot's alone (a session's, or one found by reading),
+        // a release that got no answer is the caller's to ask again: the lease is not
+        // revoked to settle it.
+        let sent = match held.lease_ours {
+            true => self.send(&bound, token, held.lease.id, txn).await,
+            false => self.txn(&bound, txn).await,
+        };
+        let reply = match sent {
             Ok(reply) => reply,
-            // No answer, on a session's lease (which carries other slots): the caller asks
-            // again.
-            Err(error) if self.is_session_lease(held.lease.id) => return Err(error),
+            Err(error) if !held.lease_ours => return Err(error),
             Err(error) if error.is_transient() => {
                 // No answer: its lease revoked, so the slot is gone whether the transaction
                 // committed or not (its index keeps its marker if it had not: one lock-delay
@@ -374,7 +384,9 @@ impl EtcdStore {
         }
         let revision = reply.header().map_or(0, |header| header.revision());
         self.inner.hints.freed(&keys.range, held.slot.index, revision);
-        self.unused(held.lease);
+        if held.lease_ours {
+            self.unused(held.lease);
+        }
         Ok(ReleaseOutcome::Released)
     }
 
@@ -494,7 +506,8 @@ impl EtcdStore {
         // The old lease may carry other slots (a session's, of this process or another).
         self.revoke_behind_if_unshared(held.lease.id);
         moved.fence = held.slot.fence;
-        let moved = Held { slot: moved, lease, marker, ..held.clone() };
+        // A lease of its own now (a session's slot moved off its session included).
+        let moved = Held { slot: moved, lease, marker, lease_ours: true, ..held.clone() };
         self.remember(moved.clone());
         Ok(Some(moved))
     }
