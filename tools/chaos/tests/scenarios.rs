@@ -131,5 +131,4 @@ per_call_scenarios! {
     partitions_pg_pause => "pg-pause" in Partitions,
     partitions_etcd_pause_leader => "etcd-pause-leader" in Partitions,
     partitions_etcd_cut => "etcd-cut" in Partitions,
-    partitions_sentinel_failover => "sentinel-failover" in Partitions,
 }
