@@ -11,17 +11,11 @@ use std::time::Duration;
 use leader::store::{AcquireRequest, HeldSlot, ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
 use leader::{EtcdStore, LeaseStore, LeaseToken};
 use support::etcd::EtcdServer;
+use support::etcd_store::solo;
 use support::{granted_fence, request_for, token};
 use tokio::time::Instant;
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// A store on a new one-member cluster (its minimum lease TTL is 1 s).
-async fn solo() -> (EtcdStore, EtcdServer) {
-    let server = EtcdServer::start();
-    let store = EtcdStore::connect(&server.url()).await.expect("connect");
-    (store, server)
-}
 
 /// Messages the member received for gRPC method `method`.
 fn received(server: &EtcdServer, method: &str) -> f64 {
@@ -46,6 +40,19 @@ async fn acquire_all(
     tokens
 }
 
+/// The batch of `keys`, each held under its token of `tokens`.
+fn held_slots<'a>(keys: &'a [String], tokens: &[LeaseToken]) -> Vec<HeldSlot<'a>> {
+    keys.iter().zip(tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect()
+}
+
+/// Takes `key` (whose holder never released it) under a new token: the grant comes no
+/// sooner than one TTL, the lock-delay.
+async fn taken_after_the_lock_delay(store: &EtcdStore, key: &str, lease: Duration) {
+    let started = Instant::now();
+    granted_fence(store.acquire(request_for(key, 1, token(), lease)).await.unwrap());
+    assert!(started.elapsed() >= lease - Duration::from_millis(50), "{:?}", started.elapsed());
+}
+
 fn renewed(answer: &RenewOutcome) -> bool {
     matches!(answer, RenewOutcome::Renewed { .. })
 }
@@ -56,8 +63,7 @@ async fn a_sessions_slots_renew_with_one_keep_alive_and_one_read_per_128() {
     let lease = 2 * SECOND;
     let keys: Vec<String> = (0..200).map(|i| format!("orders/{i}")).collect();
     let tokens = acquire_all(&store, &keys, token(), lease).await;
-    let slots: Vec<HeldSlot<'_>> =
-        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let slots = held_slots(&keys, &tokens);
     let before = ["LeaseKeepAlive", "Txn", "Range", "LeaseGrant"].map(|m| received(&server, m));
     let sent_at = Instant::now();
     let answers = store.renew_many(&slots, lease).await.unwrap();
@@ -84,8 +90,7 @@ async fn one_slot_released_or_revoked_leaves_the_sessions_others_renewing() {
     let lease = 2 * SECOND;
     let keys: Vec<String> = (0..3).map(|i| format!("jobs/{i}")).collect();
     let tokens = acquire_all(&store, &keys, token(), lease).await;
-    let slots: Vec<HeldSlot<'_>> =
-        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let slots = held_slots(&keys, &tokens);
     // Released by its holder.
     let released = store.release(&keys[0], tokens[0], Duration::ZERO).await.unwrap();
     assert_eq!(released, ReleaseOutcome::Released);
@@ -118,14 +123,12 @@ async fn a_session_ends_with_its_renewals_and_a_takeover_waits_the_lock_delay() 
     let keys: Vec<String> = (0..2).map(|i| format!("shards/{i}")).collect();
     acquire_all(&store, &keys, token(), lease).await;
     // Nobody renews: the session's lease runs out, and its keys go within half a second.
-    tokio::time::sleep(lease + 1500 * Duration::from_millis(1)).await;
+    tokio::time::sleep(lease + Duration::from_millis(1500)).await;
     for key in &keys {
         assert!(store.state(key).await.unwrap().leaders.is_empty(), "{key} outlived its session");
     }
     // The holder never released: the next one waits its TTL before it acts.
-    let started = Instant::now();
-    granted_fence(store.acquire(request_for(&keys[0], 1, token(), lease)).await.unwrap());
-    assert!(started.elapsed() >= lease - Duration::from_millis(50), "{:?}", started.elapsed());
+    taken_after_the_lock_delay(&store, &keys[0], lease).await;
 }
 
 /// A session's markers (which make a takeover wait the lock-delay) move to fresher marker
@@ -139,8 +142,7 @@ async fn a_sessions_markers_move_together_and_keep_the_lock_delay() {
     let lease = SECOND;
     let keys: Vec<String> = (0..100).map(|i| format!("tiles/{i}")).collect();
     let tokens = acquire_all(&store, &keys, token(), lease).await;
-    let slots: Vec<HeldSlot<'_>> =
-        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let slots = held_slots(&keys, &tokens);
     let (before, mut renewals) = (received(&server, "Txn"), 0.0);
     let until = Instant::now() + 9 * SECOND;
     while Instant::now() < until {
@@ -152,10 +154,8 @@ async fn a_sessions_markers_move_together_and_keep_the_lock_delay() {
     // One read per renewal (100 slots), and the moves: 3 transactions each time.
     let moves = received(&server, "Txn") - before - renewals;
     assert!((3.0..=6.0).contains(&moves), "{moves} marker-moving transactions");
-    tokio::time::sleep(lease + 1500 * Duration::from_millis(1)).await;
-    let started = Instant::now();
-    granted_fence(store.acquire(request_for(&keys[99], 1, token(), lease)).await.unwrap());
-    assert!(started.elapsed() >= lease - Duration::from_millis(50), "{:?}", started.elapsed());
+    tokio::time::sleep(lease + Duration::from_millis(1500)).await;
+    taken_after_the_lock_delay(&store, &keys[99], lease).await;
 }
 
 /// A process may hold more slots than the store caches by default (a node of many
@@ -176,8 +176,7 @@ async fn more_than_4096_slots_of_a_session_stay_one_batch() {
             granted_fence(outcome);
         }
     }
-    let slots: Vec<HeldSlot<'_>> =
-        keys.iter().zip(&tokens).map(|(key, token)| HeldSlot::new(key, *token)).collect();
+    let slots = held_slots(&keys, &tokens);
     let before = ["LeaseKeepAlive", "Txn", "Range"].map(|m| received(&server, m));
     let answers = store.renew_many(&slots, lease).await.unwrap();
     let after = ["LeaseKeepAlive", "Txn", "Range"].map(|m| received(&server, m));
@@ -248,7 +247,7 @@ async fn a_dead_sessions_lease_is_never_reused_by_another_store() {
     // A slot of its own, renewed throughout.
     let own = token();
     granted_fence(second.acquire(request_for(&keys[2], 1, own, lease)).await.unwrap());
-    let until = Instant::now() + lease + 1500 * Duration::from_millis(1);
+    let until = Instant::now() + lease + Duration::from_millis(1500);
     while Instant::now() < until {
         assert!(renewed(&second.renew(&keys[2], own, lease).await.unwrap()));
         tokio::time::sleep(lease / 4).await;

@@ -12,17 +12,11 @@ use leader::store::etcd_client::{self, GetOptions};
 use leader::store::{AcquireOutcome, ReleaseOutcome, RenewOutcome};
 use leader::{Error, EtcdStore, LeaseStore};
 use support::etcd::EtcdServer;
+use support::etcd_store::solo;
 use support::{granted_fence, request, request_for, token};
 use tokio::time::{Instant, timeout};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// A store on a new one-member cluster (its minimum lease TTL is 1 s).
-async fn solo() -> (EtcdStore, EtcdServer) {
-    let server = EtcdServer::start();
-    let store = EtcdStore::connect(&server.url()).await.expect("connect");
-    (store, server)
-}
 
 // Whole-second TTLs, and expired keys deleted within half a second: a 2 s lease, and a
 // second of slack after each expiry.
@@ -668,4 +662,32 @@ async fn a_renewal_under_another_key_leaves_the_slots_own_renewals_whole() {
             other => panic!("the holder's renewal got {other:?}"),
         }
     }
+}
+
+/// A renewal dropped between its keep-alive request and the reply (a caller's timeout while
+/// the member is stopped) leaves no stream behind: the next renewal opens a new one, so no
+/// reply ever answers the request before it.
+#[tokio::test]
+async fn a_renewal_dropped_mid_keep_alive_leaves_no_stream_behind() {
+    let (store, server) = solo().await;
+    let streams = || {
+        server
+            .member
+            .metric_with("grpc_server_started_total", "grpc_method=\"LeaseKeepAlive\"")
+            .unwrap_or(0.0)
+    };
+    let (key, held, lease) = ("leader:dropped-renewal", token(), 3 * SECOND);
+    granted_fence(store.acquire(request_for(key, 1, held, lease)).await.unwrap());
+    // The lease's stream, opened by this renewal.
+    let first = store.renew(key, held, lease).await.unwrap();
+    assert!(matches!(first, RenewOutcome::Renewed { .. }), "{first:?}");
+    server.member.pause();
+    let dropped = timeout(Duration::from_millis(300), store.renew(key, held, lease)).await;
+    server.member.resume();
+    assert!(dropped.is_err(), "the renewal was to be dropped before its reply: {dropped:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await; // the dropped request's reply
+    let before = streams();
+    let next = store.renew(key, held, lease).await.unwrap();
+    assert!(matches!(next, RenewOutcome::Renewed { .. }), "{next:?}");
+    assert_eq!(streams() - before, 1.0, "the next renewal opens a stream of its own");
 }

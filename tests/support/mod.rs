@@ -8,6 +8,8 @@ pub use leader_testkit::{
     certificates, etcd, postgres_server, proxy, redis_cluster, redis_sentinel, redis_server,
 };
 
+#[cfg(feature = "etcd")]
+pub mod etcd_store;
 #[cfg(feature = "redis")]
 pub mod redis;
 

@@ -45,7 +45,7 @@ pub async fn run(server: &Server, quick: bool, say: &dyn Fn(String)) {
 
 /// A node of set `name` whose events a task consumes, dropping each partition once its
 /// work must stop.
-pub(crate) async fn node<S: LeaseStore + Clone + 'static>(
+async fn node<S: LeaseStore + Clone + 'static>(
     store: &S,
     name: &str,
     count: u32,
@@ -65,9 +65,34 @@ pub(crate) async fn node<S: LeaseStore + Clone + 'static>(
     node
 }
 
+/// `nodes_count` nodes of set "fleet" of `count` partitions in this process, started one
+/// after another and balanced (within `within`); says how long that took, led by `what`.
+pub(crate) async fn balanced_fleet<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    count: u32,
+    nodes_count: u32,
+    lease: Duration,
+    within: Duration,
+    what: &str,
+    say: &dyn Fn(String),
+) -> Vec<Partitions> {
+    let started = Instant::now();
+    let mut nodes = Vec::new();
+    for i in 0..nodes_count {
+        nodes.push(node(store, "fleet", count, lease, format!("node-{i}")).await);
+    }
+    let took = until_balanced(&nodes, count, within).await;
+    say(format!(
+        "{what}: {count} over {nodes_count} nodes in one process, lease {lease:?} (renewal every {:?}): balanced {took:.1?} after the first start ({:.1?} in all)",
+        lease / 3,
+        started.elapsed()
+    ));
+    nodes
+}
+
 /// Waits until each node owns its share of `count` (and every partition is owned); how long
 /// it took.
-pub(crate) async fn until_balanced(nodes: &[Partitions], count: u32, within: Duration) -> Duration {
+async fn until_balanced(nodes: &[Partitions], count: u32, within: Duration) -> Duration {
     let started = Instant::now();
     loop {
         let owned: Vec<usize> = nodes.iter().map(|node| node.view().owned.len()).collect();
@@ -87,16 +112,8 @@ async fn batched_renewal(server: &Server, store: &RedisStore, say: &dyn Fn(Strin
     let (count, nodes_count) = (10_000u32, 10);
     let lease = Duration::from_secs(6);
     let renew_interval = lease / 3;
-    let started = Instant::now();
-    let mut nodes = Vec::new();
-    for i in 0..nodes_count {
-        nodes.push(node(store, "fleet", count, lease, format!("node-{i}")).await);
-    }
-    let took = until_balanced(&nodes, count, Duration::from_secs(120)).await;
-    say(format!(
-        "partitions: {count} over {nodes_count} nodes in one process, lease {lease:?} (renewal every {renew_interval:?}): balanced {took:.1?} after the first start ({:.1?} in all)",
-        started.elapsed()
-    ));
+    let within = Duration::from_secs(120);
+    let nodes = balanced_fleet(store, count, nodes_count, lease, within, "partitions", say).await;
     // Whole renewal periods once every hand-over of the start is done (two periods on),
     // counted by the server: every client command the nodes sent.
     tokio::time::sleep(renew_interval * 2).await;

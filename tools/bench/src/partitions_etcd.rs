@@ -16,7 +16,7 @@ use leader::{EtcdStore, LeaseStore, LeaseToken};
 use leader_testkit::etcd::EtcdCluster;
 use tokio::time::Instant;
 
-use crate::partitions::{node, until_balanced};
+use crate::partitions::balanced_fleet;
 
 /// gRPC messages the members received, in all.
 fn messages(cluster: &EtcdCluster) -> f64 {
@@ -29,16 +29,9 @@ pub async fn run(say: &dyn Fn(String)) {
     let (count, nodes_count) = (10_000u32, 10);
     let lease = Duration::from_secs(6);
     let renew_interval = lease / 3;
-    let started = Instant::now();
-    let mut nodes = Vec::new();
-    for i in 0..nodes_count {
-        nodes.push(node(&store, "fleet", count, lease, format!("node-{i}")).await);
-    }
-    let took = until_balanced(&nodes, count, Duration::from_secs(180)).await;
-    say(format!(
-        "partitions on etcd: {count} over {nodes_count} nodes in one process, lease {lease:?} (renewal every {renew_interval:?}): balanced {took:.1?} after the first start ({:.1?} in all)",
-        started.elapsed()
-    ));
+    let within = Duration::from_secs(180);
+    let what = "partitions on etcd";
+    let nodes = balanced_fleet(&store, count, nodes_count, lease, within, what, say).await;
     tokio::time::sleep(renew_interval * 2).await;
     let periods = 3;
     let before = messages(&cluster);
