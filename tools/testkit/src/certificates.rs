@@ -7,6 +7,13 @@ use std::process::Command;
 /// Writes `ca.crt`, `ca.key`, `server.crt` and `server.key` (readable by its owner only)
 /// into `dir`: a CA and a server certificate it signed for IP 127.0.0.1 and `localhost`.
 pub fn make(dir: &Path) {
+    make_for(dir, "IP:127.0.0.1,DNS:localhost");
+}
+
+/// As [`make`], with a server certificate for `names` (an X.509 `subjectAltName` list such
+/// as `DNS:db.example`): one that names another host than the one a test connects to, as
+/// Debian's default certificate names the machine rather than `127.0.0.1`.
+pub fn make_for(dir: &Path, names: &str) {
     let run = |args: &[&str]| {
         let output = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
         assert!(
@@ -15,7 +22,7 @@ pub fn make(dir: &Path) {
             String::from_utf8_lossy(&output.stderr)
         );
     };
-    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    std::fs::write(dir.join("san.cnf"), format!("subjectAltName={names}\n")).unwrap();
     run(&[
         "req",
         "-x509",
@@ -41,7 +48,7 @@ pub fn make(dir: &Path) {
         "-out",
         "server.csr",
         "-subj",
-        "/CN=127.0.0.1",
+        "/CN=leader-test-server",
     ]);
     run(&[
         "x509",

@@ -11,6 +11,7 @@ use tokio::sync::OnceCell;
 
 use super::notify::Notifications;
 use super::schema::Names;
+use super::ssl_mode::{self, RootCert, SslMode, TlsParams};
 use super::tls;
 use super::{Inner, PostgresStore};
 use crate::error::Error;
@@ -67,9 +68,26 @@ impl PostgresStore {
     }
 
     /// A builder for the server at `url`: `postgres://user[:password]@host[:port]/database`
-    /// (or the `key=value` form). TLS (feature `postgres-tls`) follows the URL's `sslmode`
-    /// (`?sslmode=require`); without the feature, connections are in plain text and
-    /// `sslmode=require` is refused by `build`.
+    /// (or the `key=value` form).
+    ///
+    /// TLS (feature `postgres-tls`) follows the URL's `sslmode` as libpq reads it:
+    ///
+    /// | `sslmode` | encrypts | verifies the server's certificate |
+    /// |---|---|---|
+    /// | `disable` | never | — |
+    /// | `allow`, `prefer` (the default) | when the server offers it | no |
+    /// | `require` | always | no; the chain, as `verify-ca`, once a root certificate is given |
+    /// | `verify-ca` | always | the chain to a trusted root, not the host's name |
+    /// | `verify-full` | always | the chain and the host's name |
+    ///
+    /// The trusted roots are the system's, or those of the PEM file `sslrootcert=<path>`
+    /// names, and any [`tls_root_certificates`](PostgresStoreBuilder::tls_root_certificates)
+    /// adds; `sslrootcert=system` (with `verify-full` only, as in libpq) is the system's.
+    /// (libpq's `allow` tries plain text first; here it is `prefer`: both accept either kind
+    /// of server.) A certificate that fails verification is a permanent
+    /// [`Error::Store`] naming the `sslmode` that would accept it. Without the feature,
+    /// connections are in plain text and `require`, `verify-ca` and `verify-full` are
+    /// refused by `build`.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
         PostgresStoreBuilder::new(Target::Url(url.into()))
     }
@@ -124,15 +142,16 @@ impl PostgresStoreBuilder {
     }
 
     /// Trusts the certificate authorities in `pem` (one or more `-----BEGIN CERTIFICATE-----`
-    /// blocks) beside the system's roots, for a server whose certificate a private CA
-    /// signed. Feature `postgres-tls`; TLS is used as the URL's `sslmode` says (`prefer`,
-    /// the default, whenever the server offers it; `require`; `disable`), and the server's
-    /// certificate is always verified, its name included.
+    /// blocks) beside the system's roots (or `sslrootcert`'s), for a server whose
+    /// certificate a private CA signed. Feature `postgres-tls`. What is verified is the
+    /// URL's `sslmode` (see [`PostgresStore::builder`]): `verify-full` checks the chain and
+    /// the host's name; `require` and `verify-ca` the chain alone; `prefer` and `allow`
+    /// nothing.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), leader_core::Error> {
     /// let ca = std::fs::read("/etc/ssl/private-ca.pem").expect("the CA");
-    /// let store = leader_core::PostgresStore::builder("postgres://app@db.internal/app?sslmode=require")
+    /// let store = leader_core::PostgresStore::builder("postgres://app@db.internal/app?sslmode=verify-full")
     ///     .tls_root_certificates(ca)
     ///     .connect()
     ///     .await?;
@@ -154,16 +173,14 @@ impl PostgresStoreBuilder {
         let names = Names::new(&self.schema, &self.table_prefix)?;
         let (pool, config, connector, description) = match self.target {
             Target::Url(url) => {
-                let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
-                    Error::invalid_option(
-                        "url",
-                        redact(&url),
-                        format!(
-                            "{error}; expected postgres://user[:password]@host[:port]/database"
-                        ),
-                    )
+                let invalid = |reason: String| Error::invalid_option("url", redact(&url), reason);
+                let (client_url, params) = ssl_mode::take_tls_params(&url).map_err(invalid)?;
+                let mut config: tokio_postgres::Config = client_url.parse().map_err(|error| {
+                    invalid(format!(
+                        "{error}; expected postgres://user[:password]@host[:port]/database"
+                    ))
                 })?;
-                let connector = tls::connector(&config, &redact(&url), &self.tls_roots)?;
+                let connector = tls::connector(&params, &redact(&url), &self.tls_roots)?;
                 pin_session(&mut config, command_timeout);
                 #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
                 let manager = Manager::from_config(
@@ -183,7 +200,11 @@ impl PostgresStoreBuilder {
             }
             Target::Pool(pool, mut config) => {
                 let description = format!("postgres pool ({})", describe_config(&config));
-                let connector = tls::connector(&config, &description, &self.tls_roots)?;
+                let params = TlsParams {
+                    mode: SslMode::of_client(config.get_ssl_mode()),
+                    root_cert: RootCert::Default,
+                };
+                let connector = tls::connector(&params, &description, &self.tls_roots)?;
                 // Only the LISTEN connection is the store's own here; the pool's sessions
                 // keep the application's settings (a serialization failure is retried).
                 pin_session(&mut config, command_timeout);

@@ -61,6 +61,9 @@ pub(crate) fn names_a_missing_object(error: &tokio_postgres::Error) -> bool {
 /// The error a failed `operation` returns: transient for [`Class::Retry`] and
 /// [`Class::Unavailable`], a store error naming the server's message and SQLSTATE otherwise.
 pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) -> Error {
+    if let Some(message) = refused_certificate(&error) {
+        return Error::Store { store: "postgres", endpoint: String::new(), operation, message };
+    }
     if class(&error) == Class::Permanent {
         let message = match error.as_db_error() {
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
@@ -75,6 +78,51 @@ pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) ->
         None => Box::new(error),
     };
     Error::Unavailable { store: "postgres", endpoint: String::new(), operation, cause: source }
+}
+
+/// What to say when the server's certificate failed verification (`verify-ca`,
+/// `verify-full`, or `require` with a root certificate): trying again cannot help, so the
+/// failure is permanent, and the message names the `sslmode` that would accept the server.
+#[cfg(feature = "postgres-tls")]
+fn refused_certificate(error: &tokio_postgres::Error) -> Option<String> {
+    use rustls::CertificateError;
+
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(at) = cause {
+        // tokio-rustls wraps the TLS error in an `io::Error`, whose `source()` skips it.
+        let inner = at.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        let tls = at
+            .downcast_ref::<rustls::Error>()
+            .or_else(|| inner.and_then(|inner| inner.downcast_ref::<rustls::Error>()));
+        if let Some(rustls::Error::InvalidCertificate(refused)) = tls {
+            let name_only = matches!(
+                refused,
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+            );
+            return Some(if name_only {
+                format!(
+                    "the server's certificate does not name the host ({refused}); \
+                     sslmode=verify-ca accepts a certificate of a trusted authority whatever \
+                     it names, and sslmode=require without a root certificate encrypts \
+                     without verifying"
+                )
+            } else {
+                format!(
+                    "the server's certificate is not trusted ({refused}); trust its authority \
+                     (sslrootcert=<PEM file> in the URL, or `tls_root_certificates`), or \
+                     sslmode=require without a root certificate encrypts without verifying"
+                )
+            });
+        }
+        cause = at.source();
+    }
+    None
+}
+
+/// Without TLS no certificate is ever refused.
+#[cfg(not(feature = "postgres-tls"))]
+fn refused_certificate(_error: &tokio_postgres::Error) -> Option<String> {
+    None
 }
 
 #[cfg(test)]

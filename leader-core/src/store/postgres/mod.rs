@@ -4,6 +4,7 @@ mod builder;
 mod error_class;
 mod notify;
 mod schema;
+mod ssl_mode;
 mod tls;
 
 pub use self::builder::PostgresStoreBuilder;

@@ -1,11 +1,15 @@
 //! How the store's connections are made: in plain text, or (feature `postgres-tls`) over
-//! TLS with rustls, verifying the server's certificate against the system's roots and any
-//! the builder adds.
+//! TLS with rustls, verifying the server's certificate as the connection string's `sslmode`
+//! says (`ssl_mode.rs`): nothing in `allow`, `prefer` and `require`, the chain in
+//! `verify-ca` (and in `require` once a root certificate is given), the chain and the host's
+//! name in `verify-full`.
 
-use deadpool_postgres::tokio_postgres;
 #[cfg(not(feature = "postgres-tls"))]
-use deadpool_postgres::tokio_postgres::config::SslMode;
+use deadpool_postgres::tokio_postgres;
 
+use super::ssl_mode::TlsParams;
+#[cfg(feature = "postgres-tls")]
+use super::ssl_mode::{RootCert, Verify};
 use crate::error::Error;
 
 /// What the store's connections (its pool and its `LISTEN` connection) are made with.
@@ -15,42 +19,86 @@ pub(crate) type Connector = tokio_postgres_rustls::MakeRustlsConnect;
 #[cfg(not(feature = "postgres-tls"))]
 pub(crate) type Connector = tokio_postgres::NoTls;
 
-/// The connector for `config`: TLS is used as its `sslmode` says (`prefer`, the default,
-/// uses it when the server offers it; `require` insists; `disable` never).
+/// The connector for `params`: it encrypts as tokio-postgres negotiates (the mode
+/// `ssl_mode.rs` handed it) and verifies what `params.mode` asks.
 #[cfg(feature = "postgres-tls")]
 pub(crate) fn connector(
-    _config: &tokio_postgres::Config,
+    params: &TlsParams,
     _shown: &str,
     extra_roots: &[Vec<u8>],
 ) -> Result<Connector, Error> {
     use std::sync::Arc;
 
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots_given = params.root_cert != RootCert::Default || !extra_roots.is_empty();
+    let verify = params.mode.verify(roots_given);
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|error| bad_root(error.to_string()))?;
+    let config = match verify {
+        Verify::Nothing => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier::Unverified(provider)))
+            .with_no_client_auth(),
+        Verify::Chain | Verify::ChainAndName => {
+            let roots = Arc::new(roots(&params.root_cert, extra_roots)?);
+            let webpki =
+                rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|error| bad_root(error.to_string()))?;
+            let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> =
+                if verify == Verify::Chain {
+                    Arc::new(verifier::ChainOnly(webpki))
+                } else {
+                    webpki
+                };
+            builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()
+        }
+    };
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The roots a verifying connection trusts: the `sslrootcert` file's (or, without one, the
+/// system's), and the builder's.
+#[cfg(feature = "postgres-tls")]
+fn roots(root_cert: &RootCert, extra_roots: &[Vec<u8>]) -> Result<rustls::RootCertStore, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    match root_cert {
+        RootCert::File(path) => {
+            let pem = std::fs::read(path).map_err(|error| {
+                Error::invalid_option("sslrootcert", path.display(), format!("unreadable: {error}"))
+            })?;
+            add_pem(&mut roots, &pem, &format!("sslrootcert {}", path.display()))?;
+        }
+        RootCert::Default | RootCert::System => {
+            // The system's roots; one that does not parse is skipped, as browsers do.
+            for certificate in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(certificate);
+            }
+        }
+    }
+    for pem in extra_roots {
+        add_pem(&mut roots, pem, "a root certificate")?;
+    }
+    Ok(roots)
+}
+
+/// Adds the certificates of `pem` (from `named`) to `roots`.
+#[cfg(feature = "postgres-tls")]
+fn add_pem(roots: &mut rustls::RootCertStore, pem: &[u8], named: &str) -> Result<(), Error> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
 
-    let mut roots = rustls::RootCertStore::empty();
-    // The system's roots; one that does not parse is skipped, as browsers do.
-    for certificate in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(certificate);
+    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|error| bad_root(format!("{named}: not PEM: {error}")))?;
+    if certificates.is_empty() {
+        return Err(bad_root(format!("{named}: no `-----BEGIN CERTIFICATE-----` block")));
     }
-    for pem in extra_roots {
-        let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<_, _>>()
-            .map_err(|error| bad_root(format!("not PEM: {error}")))?;
-        if certificates.is_empty() {
-            return Err(bad_root("no `-----BEGIN CERTIFICATE-----` block".to_owned()));
-        }
-        for certificate in certificates {
-            roots.add(certificate).map_err(|error| bad_root(error.to_string()))?;
-        }
+    for certificate in certificates {
+        roots.add(certificate).map_err(|error| bad_root(format!("{named}: {error}")))?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| bad_root(error.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+    Ok(())
 }
 
 #[cfg(feature = "postgres-tls")]
@@ -58,20 +106,124 @@ fn bad_root(reason: String) -> Error {
     Error::invalid_option("tls_root_certificates", "<PEM>", reason)
 }
 
-/// Plain-text connections; a URL that requires TLS is refused here rather than failing on
-/// every connection.
+/// Plain-text connections; a connection string that requires TLS is refused here rather
+/// than failing on every connection.
 #[cfg(not(feature = "postgres-tls"))]
 pub(crate) fn connector(
-    config: &tokio_postgres::Config,
+    params: &TlsParams,
     shown: &str,
     _extra_roots: &[Vec<u8>],
 ) -> Result<Connector, Error> {
-    if config.get_ssl_mode() == SslMode::Require {
+    if params.mode.client_mode() == tokio_postgres::config::SslMode::Require {
         return Err(Error::invalid_option(
             "url",
             shown,
-            "sslmode=require needs the `postgres-tls` feature",
+            format!("sslmode={} needs the `postgres-tls` feature", params.mode),
         ));
     }
     Ok(tokio_postgres::NoTls)
+}
+
+/// The two certificate verifiers rustls does not have: none at all (the handshake's
+/// signatures are still checked against the certificate's key), and the chain alone.
+#[cfg(feature = "postgres-tls")]
+mod verifier {
+    use std::sync::Arc;
+
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+
+    /// `allow`, `prefer` and `require` without a root: encrypted, not authenticated.
+    #[derive(Debug)]
+    pub(super) struct Unverified(pub(super) Arc<CryptoProvider>);
+
+    impl ServerCertVerifier for Unverified {
+        fn verify_server_cert(
+            &self,
+            _end_entity: &CertificateDer<'_>,
+            _intermediates: &[CertificateDer<'_>],
+            _server_name: &ServerName<'_>,
+            _ocsp_response: &[u8],
+            _now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// `verify-ca`: webpki's verification, less the name check (webpki checks the name only
+    /// after the chain, so a name error means the chain held).
+    #[derive(Debug)]
+    pub(super) struct ChainOnly(pub(super) Arc<WebPkiServerVerifier>);
+
+    impl ServerCertVerifier for ChainOnly {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            ocsp_response: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            match self.0.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            ) {
+                Err(rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                )) => Ok(ServerCertVerified::assertion()),
+                other => other,
+            }
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
 }
