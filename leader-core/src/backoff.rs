@@ -76,7 +76,7 @@ impl Backoff {
 /// A number in [0, 1] from the operating system's random numbers (1 should they fail: the
 /// pause is then its nominal length).
 fn unit_random() -> f64 {
-    getrandom::u32().map_or(1.0, |r| f64::from(r) / f64::from(u32::MAX))
+    crate::random::unit(1.0)
 }
 
 #[cfg(test)]

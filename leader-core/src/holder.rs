@@ -11,7 +11,7 @@ pub fn default_holder_id() -> String {
     let host = if host.is_empty() { "unknown-host".to_owned() } else { host };
     let mut suffix = [0u8; 4];
     // Uniqueness, not secrecy: a failed draw falls back to the clock's low bits.
-    if getrandom::fill(&mut suffix).is_err() {
+    if crate::random::fill(&mut suffix).is_err() {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())

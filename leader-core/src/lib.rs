@@ -15,6 +15,10 @@
 pub mod __private {
     //! Used by the code the attribute macros generate; not a public API.
     pub use crate::private::*;
+
+    /// For a deterministic simulation (`tools/sim`): seeds the library's randomness on the
+    /// calling thread. Not a public API.
+    pub use crate::random::seed_thread as seed_thread_randomness;
 }
 
 mod backoff;
@@ -30,6 +34,7 @@ mod observe;
 mod outage;
 mod partitions;
 mod private;
+mod random;
 mod serde_support;
 mod share;
 pub mod store;

@@ -96,10 +96,16 @@ struct RandomBuffer {
 
 impl RandomBuffer {
     fn next(&mut self) -> Result<u128, Error> {
+        if crate::random::is_seeded() {
+            // A simulation's draws, in order: none taken from a batch drawn before.
+            let mut bytes = [0u8; 16];
+            crate::random::fill(&mut bytes).map_err(|e| Error::Random(std::io::Error::other(e)))?;
+            return Ok(u128::from_le_bytes(bytes));
+        }
         let pid = std::process::id();
         if self.used == BATCH || pid != self.pid {
             let mut bytes = [0u8; BATCH * 16];
-            getrandom::fill(&mut bytes).map_err(|e| Error::Random(std::io::Error::other(e)))?;
+            crate::random::fill(&mut bytes).map_err(|e| Error::Random(std::io::Error::other(e)))?;
             for (value, chunk) in self.values.iter_mut().zip(bytes.chunks_exact(16)) {
                 *value = u128::from_le_bytes(chunk.try_into().expect("16 bytes"));
             }

@@ -237,6 +237,7 @@ impl<T> LeaderChannelWriter<T> {
                 Push::Full(returned) => item = returned,
             }
             tokio::select! {
+                biased;
                 () = space_freed => {}
                 () = term.cancelled() => {}
             }

@@ -30,6 +30,7 @@ pub(crate) async fn supervise(
     match renew_interval {
         None => loop {
             tokio::select! {
+                biased;
                 () = sleep_until(lease.deadline()) => if lease.is_lost() { return },
                 () = lease.lost() => return,
             }

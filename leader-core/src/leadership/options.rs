@@ -261,11 +261,7 @@ impl LeadershipSettings {
 
 /// A random number in [0, 1].
 fn random_share() -> f64 {
-    let mut bytes = [0u8; 4];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
-        Err(_) => 0.5,
-    }
+    crate::random::unit(0.5)
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ async fn one_term(
     tracing::info!(role = %settings.role, holder = %settings.holder_id, term, fence = lease.fence(), "elected");
 
     let ended = tokio::select! {
+        biased;
         reason = keep_renewing(&*shared.store, &lease, settings.lease_time, settings.renew_interval, &mut state.outage) => {
             tracing::warn!(role = %settings.role, term, %reason, "lost leadership");
             step_down(shared, reason);
@@ -238,6 +239,7 @@ impl candidate::Policy for Standing<'_> {
 
     async fn interrupted(&mut self) -> Option<Next> {
         tokio::select! {
+            biased;
             () = self.shared.shutdown.cancelled() => Some(Next::Stop),
             command = self.commands.recv() => match command {
                 // Not leading: nothing to step down from.
@@ -311,6 +313,7 @@ async fn pause_unless_stopped(
     let until = Instant::now() + pause;
     loop {
         tokio::select! {
+            biased;
             () = tokio::time::sleep_until(until) => return true,
             () = shared.shutdown.cancelled() => return false,
             command = commands.recv() => match command {
@@ -362,6 +365,7 @@ async fn uncoordinated(
             begin_term(shared, &lease, state.term);
         }
         let command = tokio::select! {
+            biased;
             () = shared.shutdown.cancelled() => None,
             command = commands.recv() => command,
         };

@@ -145,6 +145,7 @@ async fn read_changes(store: SharedStore, key: String, seen: watch::Sender<Seen>
             (None, true) => Some(Instant::now() + POLL_EVERY),
         };
         tokio::select! {
+            biased;
             () = woken(&mut changes) => {}
             () = until(look_again) => {}
         }

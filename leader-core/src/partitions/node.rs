@@ -509,6 +509,7 @@ impl Node {
         let (lease, stop) = (cell.lease.clone(), cell.stop.clone());
         tokio::spawn(async move {
             tokio::select! {
+                biased;
                 () = lease.lost() => {}
                 () = stop.cancelled() => {}
             }

@@ -56,6 +56,7 @@ impl Partition {
     /// was lost (also at the lease's local deadline, even when nothing else runs).
     pub async fn cancelled(&self) {
         tokio::select! {
+            biased;
             () = self.cell().stop.cancelled() => {}
             () = self.cell().lease.lost() => {}
         }

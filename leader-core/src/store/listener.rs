@@ -103,6 +103,7 @@ impl<C: Connect> Listener<C> {
         let (inner, shutdown) = (self.inner.clone(), self.inner.shutdown.clone());
         tokio::spawn(async move {
             tokio::select! {
+                biased;
                 () = keep(&*inner, connection) => {}
                 () = shutdown.cancelled() => {}
             }
@@ -156,6 +157,7 @@ impl<C: Connect> Subscription for Inner<C> {
 async fn until_lost<T: Connection>(connection: &mut T, ping_every: Duration) -> String {
     loop {
         tokio::select! {
+            biased;
             () = connection.closed() => return "the connection closed".to_owned(),
             () = tokio::time::sleep(ping_every) => {}
         }

@@ -61,6 +61,7 @@ async fn renew(store: RedisStore, key: String) {
     let mut restorations = store.inner.releases.watchers().restorations();
     loop {
         let restored = tokio::select! {
+            biased;
             () = tokio::time::sleep(RENEW_EVERY) => false,
             () = restorations.woken() => true,
         };

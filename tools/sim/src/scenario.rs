@@ -1,0 +1,287 @@
+//! One seeded run: the plan drawn from the seed (timing, candidates, the faults' share of
+//! calls, kills, stops, restarts and resignations during the fault window), played in
+//! virtual time on a current-thread runtime with tokio's paused clock, then the checks
+//! after the faults: every partition and the group's slots led again within the bound, and
+//! nothing held once every candidate stopped gracefully.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::actors::{GROUP, Kind, Running, SET, Timing};
+use crate::oracle::read;
+use crate::rng::Rng;
+use crate::world::{Mutant, World};
+
+/// What one run found.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The run's seed.
+    pub seed: u64,
+    /// The broken variant it played, if any.
+    pub mutant: Option<Mutant>,
+    /// What the oracle found; empty when the run passed.
+    pub violations: Vec<String>,
+    /// Every line of the trace.
+    pub trace: Vec<String>,
+    /// How long after the faults ended every partition and the group were led again.
+    pub recovered_after: Option<Duration>,
+    /// The checks of every believer the oracle made.
+    pub checks: u64,
+}
+
+impl Outcome {
+    /// Whether the oracle found nothing.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// A lifecycle event of the fault window.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Kill,
+    Stop,
+    Start,
+    Resign,
+}
+
+/// The run drawn from a seed.
+#[derive(Debug)]
+struct Plan {
+    timing: Timing,
+    command_timeout: Duration,
+    fault_window: Duration,
+    candidates: Vec<(Kind, String)>,
+    events: Vec<(Duration, usize, Action)>,
+}
+
+impl Plan {
+    fn draw(seed: u64, mutant: Option<Mutant>) -> Plan {
+        let mut rng = Rng::new(seed.rotate_left(17) ^ 0x9a11);
+        let lease = Duration::from_millis(rng.pick(&[200, 500, 1000]));
+        let timing = Timing {
+            max_leaders: rng.between(1, 3) as u32,
+            lease,
+            partitions: rng.between(1, 8) as u32,
+        };
+        let command_timeout = lease / rng.pick(&[10, 5, 3]);
+        let mut candidates = Vec::new();
+        let per_call = if mutant == Some(Mutant::ActPastDeadline) { 2 } else { rng.between(0, 3) };
+        for index in 1..=per_call {
+            let kind = Kind::PerCall {
+                guard: rng.chance(500),
+                auto_extend: mutant != Some(Mutant::ActPastDeadline) && rng.chance(500),
+                min_lease: rng.chance(300),
+            };
+            candidates.push((kind, format!("call{index}")));
+        }
+        for index in 1..=rng.between(1, 3) {
+            candidates.push((Kind::Role, format!("role{index}")));
+        }
+        for index in 1..=rng.between(1, 3) {
+            candidates.push((Kind::Node, format!("node{index}")));
+        }
+        candidates.push((Kind::Observer, "observer".to_owned()));
+        let fault_window = 8 * lease;
+        let mut events = Vec::new();
+        for _ in 0..rng.between(0, 6) {
+            let at = rng.millis(0, fault_window.as_millis() as u64);
+            let index = rng.below(candidates.len() as u64 - 1) as usize; // not the observer
+            let action = rng.pick(&[Action::Kill, Action::Stop, Action::Start, Action::Resign]);
+            events.push((at, index, action));
+        }
+        events.sort_by_key(|(at, ..)| *at);
+        Plan { timing, command_timeout, fault_window, candidates, events }
+    }
+
+    /// How long after the faults end every partition and the group must be led again: the
+    /// late answers of the fault window (twice the command timeout), the slots of killed
+    /// candidates running out (a lease), a lease for a hand-over, the candidates' longest
+    /// pause after store failures (1 s) and the longest retry interval (half a lease).
+    fn recovery_bound(&self) -> Duration {
+        let lease = self.timing.lease;
+        2 * self.command_timeout + 2 * lease + Duration::from_secs(1) + lease / 2
+    }
+}
+
+/// A candidate of the plan and its running instance, if any.
+struct Seat {
+    kind: Kind,
+    holder: String,
+    instances: u32,
+    running: Option<Running>,
+}
+
+impl Seat {
+    fn start(&mut self, world: &Arc<World>, timing: Timing) {
+        self.instances += 1;
+        let who = format!("{}.{}", self.holder, self.instances);
+        world.log(&who, format_args!("starts ({:?})", self.kind));
+        self.running = Some(Running::start(world, self.kind, &self.holder, who, timing));
+    }
+}
+
+/// Whether runs replay: tokio's random numbers can be seeded only in a build with
+/// `--cfg tokio_unstable` (the workspace's `.cargo/config.toml` sets it).
+pub const REPLAYS: bool = cfg!(tokio_unstable);
+
+/// Runs seed `seed` (with broken variant `mutant`); `echo` prints the trace as it goes.
+pub fn run(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
+    leader::__private::seed_thread_randomness(Some(seed));
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time().start_paused(true);
+    // tokio's own draws (which of several ready `select!` branches, which watch waiter
+    // first) from the seed too.
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+    let runtime = builder.build().expect("a current-thread runtime");
+    let outcome = runtime.block_on(simulate(seed, mutant, echo));
+    drop(runtime);
+    leader::__private::seed_thread_randomness(None);
+    outcome
+}
+
+async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
+    let plan = Plan::draw(seed, mutant);
+    let world = Arc::new(World::new(seed, mutant, plan.command_timeout, echo));
+    let timing = plan.timing;
+    world.log(
+        "sim",
+        format_args!(
+            "seed {seed}: {timing:?}, command timeout {:?}, {} ‰ of calls faulted, {} \
+             candidates, events {:?}",
+            plan.command_timeout,
+            world.fault_rate,
+            plan.candidates.len(),
+            plan.events
+        ),
+    );
+    let start = Instant::now();
+    let mut seats: Vec<Seat> = plan
+        .candidates
+        .iter()
+        .map(|(kind, holder)| Seat {
+            kind: *kind,
+            holder: holder.clone(),
+            instances: 0,
+            running: None,
+        })
+        .collect();
+    for seat in &mut seats {
+        seat.start(&world, timing);
+    }
+    let checker = tokio::spawn({
+        let world = Arc::clone(&world);
+        async move {
+            loop {
+                sleep(Duration::from_millis(5)).await;
+                world.check();
+            }
+        }
+    });
+
+    for (at, index, action) in &plan.events {
+        sleep_until(start + *at).await;
+        let seat = &mut seats[*index];
+        match (action, seat.running.take()) {
+            (Action::Kill, Some(running)) => running.kill(&world),
+            (Action::Stop, Some(running)) => {
+                if !running.stop(&world, 4 * timing.lease).await {
+                    world.oracle().violate(format!("{}: a stop took over 4 leases", seat.holder));
+                }
+            }
+            (Action::Resign, Some(running)) => {
+                running.resign();
+                seat.running = Some(running);
+            }
+            (Action::Start, None) => seat.start(&world, timing),
+            (_, running) => seat.running = running,
+        }
+    }
+    sleep_until(start + plan.fault_window).await;
+    world.end_faults();
+    for seat in seats.iter_mut().filter(|seat| seat.running.is_none()) {
+        seat.start(&world, timing);
+    }
+
+    let recovered_after = recover(&world, &plan, &seats).await;
+    if recovered_after.is_none() {
+        let bound = plan.recovery_bound();
+        world.oracle().violate(format!(
+            "the group or a partition was not led again within {bound:?} of the faults' end"
+        ));
+    }
+
+    // The slots of candidates killed in the fault window lapse by then (a kill is a crash:
+    // nothing gives them back), as do the grants of requests held past their callers.
+    sleep_until(start + plan.fault_window + timing.lease + 3 * plan.command_timeout).await;
+    for seat in &mut seats {
+        if let Some(running) = seat.running.take()
+            && !running.stop(&world, 4 * timing.lease).await
+        {
+            world.oracle().violate(format!("{}: a graceful stop took over 4 leases", seat.holder));
+        }
+    }
+    let _ = tokio::time::timeout(2 * timing.lease, leader::wait_for_releases()).await;
+    // A slot kept for its minimum lease time (half a lease) lapses by then.
+    sleep(timing.lease / 2).await;
+    checker.abort();
+    world.check();
+    let mut keys = vec![format!("leader:{GROUP}"), format!("leader:{SET}/members")];
+    keys.extend((0..timing.partitions).map(|index| format!("leader:{SET}/{index}")));
+    for key in keys {
+        let left: Vec<String> = read(&world.store, &key)
+            .leaders
+            .iter()
+            // A request the store acted on after its caller timed out is held by nobody; no
+            // stop can give it back before it lands, and it lapses within its lease.
+            .filter(|slot| !world.oracle().granted_late(&key, slot.fence))
+            .map(|slot| format!("{}#{}", slot.holder, slot.fence))
+            .collect();
+        if !left.is_empty() {
+            world
+                .oracle()
+                .violate(format!("{key} still held after every candidate stopped: {left:?}"));
+        }
+    }
+    let (violations, checks) = {
+        let oracle = world.oracle();
+        (oracle.violations().to_vec(), oracle.checks())
+    };
+    Outcome { seed, mutant, violations, trace: world.trace(), recovered_after, checks }
+}
+
+/// Waits, within the plan's bound, until every partition is owned by a running node and the
+/// group has as many believers among running candidates as it has slots or running roles;
+/// how long that took.
+async fn recover(world: &World, plan: &Plan, seats: &[Seat]) -> Option<Duration> {
+    let began = Instant::now();
+    let running = |kinds: &dyn Fn(Kind) -> bool| -> Vec<String> {
+        seats
+            .iter()
+            .filter(|seat| kinds(seat.kind))
+            .filter_map(|seat| seat.running.as_ref().map(|running| running.who.clone()))
+            .collect()
+    };
+    let roles = running(&|kind| kind == Kind::Role).len() as u32;
+    let candidates = running(&|kind| kind != Kind::Observer && kind != Kind::Node);
+    let nodes = running(&|kind| kind == Kind::Node);
+    let wanted = plan.timing.max_leaders.min(roles) as usize;
+    while began.elapsed() <= plan.recovery_bound() {
+        let led = {
+            let mut oracle = world.oracle();
+            let group = oracle.believed_by(&format!("leader:{GROUP}"), &candidates);
+            let partitions = (0..plan.timing.partitions)
+                .all(|index| oracle.believed_by(&format!("leader:{SET}/{index}"), &nodes) >= 1);
+            group >= wanted && partitions
+        };
+        if led {
+            world.log("sim", format_args!("led again after {:?}", began.elapsed()));
+            return Some(began.elapsed());
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
