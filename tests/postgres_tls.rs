@@ -90,7 +90,7 @@ async fn every_sslmode_means_what_it_means_to_libpq() {
 
     // What libpq does not know is refused when the store is built, naming what it knows.
     let err = PostgresStore::builder(url("sslmode=verify_full")).build().unwrap_err();
-    assert!(err.to_string().contains("sslmode `verify_full` is not one of disable, allow, prefer, require, verify-ca, verify-full"), "{err}");
+    assert!(err.to_string().contains("sslmode \"verify_full\" is not one of disable, allow, prefer, require, verify-ca, verify-full"), "{err}");
     let err = PostgresStore::builder(url("sslmode=verify-ca&sslrootcert=/nonexistent.pem"))
         .build()
         .unwrap_err();
@@ -119,4 +119,19 @@ fn connections(server: &PostgresServer, application_name: &str) -> (u32, u32) {
     ));
     let (encrypted, plain) = counts.split_once(' ').expect("two counts");
     (encrypted.trim().parse().unwrap(), plain.trim().parse().unwrap())
+}
+
+/// A server without TLS: `prefer` connects in plain text; `require` and stricter modes are
+/// refused for good, naming the mode that would connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_tls_is_refused_for_good_by_require() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    store.state("k").await.unwrap();
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let err =
+            PostgresStore::connect(&format!("{}?sslmode={mode}", server.url())).await.unwrap_err();
+        assert!(matches!(err, Error::Store { .. }) && !err.is_transient(), "{mode}: {err:?}");
+        assert!(err.to_string().contains("sslmode=prefer (the default) or disable"), "{err}");
+    }
 }

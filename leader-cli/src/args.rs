@@ -13,10 +13,11 @@ use leader::store::SharedStore;
 pub struct Cli {
     /// The store's URL: `redis://…` (or `rediss://` for TLS, `unix://`,
     /// `redis+sentinel://host:port/primary`, `redis+cluster://host:port,…`) for Redis or
-    /// Valkey, `postgres://…` for PostgreSQL (user and password go in it; TLS with
-    /// `?sslmode=require`, or whenever the server offers it), `etcd://[user:password@]
-    /// host:port[,host:port…][/prefix]` for etcd (`etcds://` for TLS). TLS certificates are
-    /// always verified.
+    /// Valkey, `postgres://…` for PostgreSQL (user and password go in it; `sslmode` as
+    /// libpq reads it: `prefer`, the default, and `require` encrypt without verifying,
+    /// `verify-ca` and `verify-full` verify), `etcd://[user:password@]
+    /// host:port[,host:port…][/prefix]` for etcd (`etcds://` for TLS). Redis and etcd TLS
+    /// certificates are always verified.
     #[arg(long, env = "LEADER_STORE_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.
@@ -28,8 +29,9 @@ pub struct Cli {
     /// How long one store operation may take (the store's `command_timeout`).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
     pub command_timeout: Duration,
-    /// A PEM file of root certificates to trust, beside the system's, for a PostgreSQL
-    /// server's TLS certificate (a private CA). PostgreSQL URLs only.
+    /// A PEM file of root certificates to trust, beside the system's (or those of the URL's
+    /// `sslrootcert`), for a PostgreSQL server's TLS certificate (a private CA); with
+    /// `sslmode=require` it verifies the chain, as `verify-ca`. PostgreSQL URLs only.
     #[arg(long, global = true)]
     pub ca_file: Option<PathBuf>,
     /// What to do.

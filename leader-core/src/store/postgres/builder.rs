@@ -83,9 +83,11 @@ impl PostgresStore {
     /// The trusted roots are the system's, or those of the PEM file `sslrootcert=<path>`
     /// names, and any [`tls_root_certificates`](PostgresStoreBuilder::tls_root_certificates)
     /// adds; `sslrootcert=system` (with `verify-full` only, as in libpq) is the system's.
-    /// (libpq's `allow` tries plain text first; here it is `prefer`: both accept either kind
-    /// of server.) A certificate that fails verification is a permanent
-    /// [`Error::Store`] naming the `sslmode` that would accept it. Without the feature,
+    /// Over a Unix socket nothing is encrypted. Unlike libpq, `allow` is `prefer` here and
+    /// neither falls back to plain text when the server refuses TLS (use `disable`); the
+    /// differences are listed in docs/postgres-store.md. A certificate that fails
+    /// verification is a permanent [`Error::Store`] naming the `sslmode` that would accept
+    /// it. Without the feature,
     /// connections are in plain text and `require`, `verify-ca` and `verify-full` are
     /// refused by `build`.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
@@ -181,6 +183,7 @@ impl PostgresStoreBuilder {
                     ))
                 })?;
                 let connector = tls::connector(&params, &redact(&url), &self.tls_roots)?;
+                plain_on_unix_sockets(&mut config);
                 pin_session(&mut config, command_timeout);
                 #[allow(clippy::clone_on_copy)] // `NoTls` is Copy; the rustls connector is not
                 let manager = Manager::from_config(
@@ -200,10 +203,13 @@ impl PostgresStoreBuilder {
             }
             Target::Pool(pool, mut config) => {
                 let description = format!("postgres pool ({})", describe_config(&config));
-                let params = TlsParams {
-                    mode: SslMode::of_client(config.get_ssl_mode()),
-                    root_cert: RootCert::Default,
+                // tokio-postgres's configuration has no verifying modes: a root certificate
+                // given for the application's pool means its name is checked too.
+                let mode = match SslMode::of_client(config.get_ssl_mode()) {
+                    SslMode::Require if !self.tls_roots.is_empty() => SslMode::VerifyFull,
+                    mode => mode,
                 };
+                let params = TlsParams { mode, root_cert: RootCert::Default };
                 let connector = tls::connector(&params, &description, &self.tls_roots)?;
                 // Only the LISTEN connection is the store's own here; the pool's sessions
                 // keep the application's settings (a serialization failure is retried).
@@ -264,6 +270,17 @@ fn pin_session(config: &mut tokio_postgres::Config, command_timeout: Duration) {
     }
 }
 
+/// Connections over Unix sockets only are never encrypted, whatever `sslmode` says, as libpq
+/// does (a socket has no TLS, and no host name to verify).
+fn plain_on_unix_sockets(config: &mut tokio_postgres::Config) {
+    let hosts = config.get_hosts();
+    if !hosts.is_empty()
+        && hosts.iter().all(|host| matches!(host, tokio_postgres::config::Host::Unix(_)))
+    {
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    }
+}
+
 /// `user@host:port/database`, never the password.
 fn describe_config(config: &tokio_postgres::Config) -> String {
     let host = match config.get_hosts().first() {
@@ -298,6 +315,7 @@ impl fmt::Debug for PostgresStoreBuilder {
 #[cfg(test)]
 mod tests {
     use super::redact;
+    use deadpool_postgres::tokio_postgres;
 
     #[cfg(not(feature = "postgres-tls"))]
     #[test]
@@ -306,6 +324,18 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(err.to_string().contains("needs the `postgres-tls` feature"), "{err}");
+    }
+
+    #[test]
+    fn unix_sockets_are_never_encrypted() {
+        use deadpool_postgres::tokio_postgres::config::SslMode;
+        let mut socket: tokio_postgres::Config =
+            "host=/var/run/postgresql user=app sslmode=require".parse().unwrap();
+        super::plain_on_unix_sockets(&mut socket);
+        assert_eq!(socket.get_ssl_mode(), SslMode::Disable);
+        let mut tcp: tokio_postgres::Config = "host=db user=app sslmode=require".parse().unwrap();
+        super::plain_on_unix_sockets(&mut tcp);
+        assert_eq!(tcp.get_ssl_mode(), SslMode::Require);
     }
 
     #[test]

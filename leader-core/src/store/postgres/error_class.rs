@@ -80,13 +80,27 @@ pub(crate) fn to_error(operation: &'static str, error: tokio_postgres::Error) ->
     Error::Unavailable { store: "postgres", endpoint: String::new(), operation, cause: source }
 }
 
-/// What to say when the server's certificate failed verification (`verify-ca`,
-/// `verify-full`, or `require` with a root certificate): trying again cannot help, so the
-/// failure is permanent, and the message names the `sslmode` that would accept the server.
+/// What to say when TLS cannot work with this server as the connection string asks (its
+/// certificate failed verification, it offers no TLS, or it takes none from here): trying
+/// again cannot help, so the failure is permanent, and the message names the `sslmode` that
+/// would accept the server.
 #[cfg(feature = "postgres-tls")]
 fn refused_certificate(error: &tokio_postgres::Error) -> Option<String> {
-    use rustls::CertificateError;
+    use rustls::{CertificateError, OtherError};
 
+    if let Some(db) = error.as_db_error() {
+        // pg_hba.conf has `hostnossl` (or no `hostssl`) lines for this client: libpq would
+        // try plain text next, tokio-postgres does not.
+        let refused_tls = db.code() == &SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+            && db.message().contains("SSL encryption");
+        return refused_tls.then(|| {
+            format!(
+                "{} (28000); the server takes no encrypted connection from this client: \
+                 sslmode=disable connects in plain text",
+                db.message()
+            )
+        });
+    }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(at) = cause {
         // tokio-rustls wraps the TLS error in an `io::Error`, whose `source()` skips it.
@@ -95,28 +109,50 @@ fn refused_certificate(error: &tokio_postgres::Error) -> Option<String> {
             .downcast_ref::<rustls::Error>()
             .or_else(|| inner.and_then(|inner| inner.downcast_ref::<rustls::Error>()));
         if let Some(rustls::Error::InvalidCertificate(refused)) = tls {
-            let name_only = matches!(
-                refused,
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
-            );
-            return Some(if name_only {
-                format!(
+            let unverified = "sslmode=require without a root certificate encrypts without \
+                              verifying";
+            return Some(match refused {
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => format!(
                     "the server's certificate does not name the host ({refused}); \
                      sslmode=verify-ca accepts a certificate of a trusted authority whatever \
-                     it names, and sslmode=require without a root certificate encrypts \
-                     without verifying"
-                )
-            } else {
-                format!(
+                     it names, and {unverified}"
+                ),
+                CertificateError::Expired
+                | CertificateError::ExpiredContext { .. }
+                | CertificateError::NotValidYet
+                | CertificateError::NotValidYetContext { .. } => format!(
+                    "the server's certificate is out of its validity period ({refused}); renew \
+                     it, or {unverified}"
+                ),
+                CertificateError::Other(OtherError(other))
+                    if format!("{other:?}").contains("CaUsedAsEndEntity") =>
+                {
+                    format!(
+                        "the server's certificate is a CA certificate (basicConstraints \
+                         CA:TRUE, as `openssl req -x509` makes by default), which is refused as \
+                         a server's own even when trusted as a root; make it with \
+                         `-addext basicConstraints=critical,CA:FALSE` or sign it with a CA, or \
+                         {unverified}"
+                    )
+                }
+                _ => format!(
                     "the server's certificate is not trusted ({refused}); trust its authority \
                      (sslrootcert=<PEM file> in the URL, or `tls_root_certificates`), or \
-                     sslmode=require without a root certificate encrypts without verifying"
-                )
+                     {unverified}"
+                ),
             });
         }
         cause = at.source();
     }
-    None
+    // `require` or stricter, and the server answered the TLS request with no.
+    let refused = std::iter::successors(Some(error as &dyn std::error::Error), |at| at.source())
+        .any(|at| at.to_string().contains("server does not support TLS"));
+    refused.then(|| {
+        "the server does not support TLS; sslmode=prefer (the default) or disable connects in \
+         plain text"
+            .to_owned()
+    })
 }
 
 /// Without TLS no certificate is ever refused.

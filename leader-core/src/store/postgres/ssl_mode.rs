@@ -125,14 +125,17 @@ impl fmt::Display for SslMode {
 /// puts back an `sslmode` tokio-postgres reads; the error names the bad value and what is
 /// allowed.
 pub(crate) fn take_tls_params(url: &str) -> Result<(String, TlsParams), String> {
-    let (rest, pairs) = if url.contains("://") { url_pairs(url) } else { keyword_pairs(url) };
+    // A URL by its scheme, as tokio-postgres tells them: a `key=value` string may hold `://`
+    // in a value.
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let (rest, pairs) = if is_url { url_pairs(url) } else { keyword_pairs(url) };
     let mut params = TlsParams { mode: SslMode::Prefer, root_cert: RootCert::Default };
     for (key, value) in pairs {
         match key.as_str() {
             "sslmode" => {
                 params.mode = SslMode::parse(&value).ok_or_else(|| {
                     format!(
-                        "sslmode `{value}` is not one of disable, allow, prefer, require, \
+                        "sslmode {value:?} is not one of disable, allow, prefer, require, \
                          verify-ca, verify-full"
                     )
                 })?;
@@ -158,7 +161,7 @@ pub(crate) fn take_tls_params(url: &str) -> Result<(String, TlsParams), String> 
         ClientMode::Require => "require",
         _ => "prefer",
     };
-    let separator = if url.contains("://") {
+    let separator = if is_url {
         if rest.contains('?') { "&" } else { "?" }
     } else if rest.trim().is_empty() {
         ""
@@ -310,6 +313,15 @@ mod tests {
     }
 
     #[test]
+    fn a_keyword_string_is_not_a_url_for_a_value_with_a_scheme() {
+        let (rest, mode, _) = taken("host=db sslmode=verify-full application_name=x://y");
+        assert_eq!(
+            (rest.as_str(), mode),
+            ("host=db application_name=x://y sslmode=require", SslMode::VerifyFull)
+        );
+    }
+
+    #[test]
     fn no_sslmode_is_prefer() {
         assert_eq!(
             taken("postgres://postgres@127.0.0.1:5432/test"),
@@ -348,7 +360,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let err = take_tls_params("postgres://db/x?sslmode=verify_full").unwrap_err();
-        assert!(err.starts_with("sslmode `verify_full` is not one of disable, allow"), "{err}");
+        assert!(err.starts_with("sslmode \"verify_full\" is not one of disable, allow"), "{err}");
         let err =
             take_tls_params("postgres://db/x?sslmode=require&sslrootcert=system").unwrap_err();
         assert_eq!(err, "sslrootcert=system needs sslmode=verify-full (not `require`)");

@@ -68,7 +68,8 @@ fn roots(root_cert: &RootCert, extra_roots: &[Vec<u8>]) -> Result<rustls::RootCe
             let pem = std::fs::read(path).map_err(|error| {
                 Error::invalid_option("sslrootcert", path.display(), format!("unreadable: {error}"))
             })?;
-            add_pem(&mut roots, &pem, &format!("sslrootcert {}", path.display()))?;
+            add_pem(&mut roots, &pem, &format!("{}", path.display()))
+                .map_err(|_| not_pem("sslrootcert", &path.display().to_string()))?;
         }
         RootCert::Default | RootCert::System => {
             // The system's roots; one that does not parse is skipped, as browsers do.
@@ -99,6 +100,12 @@ fn add_pem(roots: &mut rustls::RootCertStore, pem: &[u8], named: &str) -> Result
         roots.add(certificate).map_err(|error| bad_root(format!("{named}: {error}")))?;
     }
     Ok(())
+}
+
+/// `option`'s file `shown` holds no PEM certificate.
+#[cfg(feature = "postgres-tls")]
+fn not_pem(option: &'static str, shown: &str) -> Error {
+    Error::invalid_option(option, shown, "holds no `-----BEGIN CERTIFICATE-----` block")
 }
 
 #[cfg(feature = "postgres-tls")]
