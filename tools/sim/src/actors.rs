@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::store::{Layered, SharedStore};
+use leader::store::{Layered, Revocation, SharedStore, SlotRef};
 use leader::{
     GroupObserver, LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions,
-    Lease, PartitionOptions, Partitions,
+    Lease, LeaseStore, PartitionOptions, Partitions,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -47,6 +47,9 @@ pub enum Kind {
     Node,
     /// A `GroupObserver` of the group.
     Observer,
+    /// An operator's tool: now and then revokes a live slot of the group or of a partition
+    /// at its holder's expiry (`leader release`).
+    Operator,
 }
 
 /// A candidate instance while it runs.
@@ -97,6 +100,7 @@ impl Running {
                 let store: SharedStore = Arc::new(store);
                 tokio::spawn(observer(world, name, store, stop.clone()))
             }
+            Kind::Operator => tokio::spawn(operator(world, name, store, timing, stop.clone())),
         };
         Running { who, stop, resign, task }
     }
@@ -313,6 +317,36 @@ async fn observer(world: Arc<World>, who: String, store: SharedStore, stop: Canc
                 }
                 Err(_) => sleep(Duration::from_millis(20)).await,
             },
+        }
+    }
+}
+
+/// An operator: every so often revokes a live slot at its holder's expiry, which must never
+/// let two holders act at once.
+async fn operator(
+    world: Arc<World>,
+    who: String,
+    store: Layered<FaultLayer, leader::MemoryStore>,
+    timing: Timing,
+    stop: CancellationToken,
+) {
+    loop {
+        let pause = world.draw(|rng| rng.millis(1, 2 * timing.lease.as_millis() as u64));
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = sleep(pause) => {}
+        }
+        let key = match world.draw(|rng| rng.below(u64::from(timing.partitions) + 1)) {
+            0 => format!("leader:{GROUP}"),
+            index => format!("leader:{SET}/{}", index - 1),
+        };
+        let live = crate::oracle::read(&world.store, &key).leaders;
+        if let Some(slot) = live.get(world.draw(|rng| rng.below(live.len() as u64)) as usize) {
+            let how = Revocation::AtExpiry;
+            if let Err(error) = store.revoke(&key, SlotRef::Fence(slot.fence), how).await {
+                world.log(&who, format_args!("revoke failed: {error}"));
+            }
         }
     }
 }

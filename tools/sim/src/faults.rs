@@ -268,6 +268,28 @@ impl StoreLayer for FaultLayer {
         self.call("release", true, apply).await
     }
 
+    async fn revoke(
+        &self,
+        _inner: &dyn LeaseStore,
+        key: &str,
+        slot: SlotRef,
+        how: Revocation,
+    ) -> Result<ReleaseOutcome, Error> {
+        let world = Arc::clone(&self.world);
+        let who = self.who.clone();
+        let key = key.to_owned();
+        let apply = Box::pin(async move {
+            let answer = world.store.revoke(&key, slot, how).await;
+            if let (Ok(ReleaseOutcome::Kept { .. }), SlotRef::Fence(fence)) = (&answer, slot) {
+                world.oracle().record_revoked(&key, fence);
+            }
+            world.log(&who, format_args!("revoke {key} {slot:?} {how:?} -> {answer:?}"));
+            world.check();
+            answer
+        });
+        self.call("revoke", true, apply).await
+    }
+
     async fn state(&self, _inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         let world = Arc::clone(&self.world);
         let key = key.to_owned();

@@ -69,8 +69,9 @@ struct Grants {
     last_fence: u64,
     /// Each grant's holder and token, by fence.
     by_fence: BTreeMap<u64, (String, LeaseToken)>,
-    /// The fences granted to requests whose callers had given up (timed out) by then.
-    late: BTreeSet<u64>,
+    /// The fences granted to requests whose callers had given up (timed out) by then, and
+    /// those an operator revoked at expiry: slots held by nobody until they lapse.
+    orphaned: BTreeSet<u64>,
 }
 
 impl Oracle {
@@ -102,7 +103,7 @@ impl Oracle {
     ) {
         let grants = self.grants.entry(key.to_owned()).or_default();
         if late {
-            grants.late.insert(fence);
+            grants.orphaned.insert(fence);
         }
         match grants.by_fence.get(&fence) {
             Some((_, granted)) if *granted == token => return, // the same grant, answered again
@@ -194,10 +195,15 @@ impl Oracle {
         &self.violations
     }
 
-    /// Whether `fence` of `key` was granted to a request whose caller had given up on it: a
-    /// slot no candidate knows it holds, which lapses within its lease.
-    pub fn granted_late(&self, key: &str, fence: u64) -> bool {
-        self.grants.get(key).is_some_and(|grants| grants.late.contains(&fence))
+    /// An operator revoked `fence` of `key` at its holder's expiry.
+    pub fn record_revoked(&mut self, key: &str, fence: u64) {
+        self.grants.entry(key.to_owned()).or_default().orphaned.insert(fence);
+    }
+
+    /// Whether `fence` of `key` is held by nobody until it lapses (within its lease): granted
+    /// to a request whose caller had given up on it, or revoked at expiry.
+    pub fn orphaned(&self, key: &str, fence: u64) -> bool {
+        self.grants.get(key).is_some_and(|grants| grants.orphaned.contains(&fence))
     }
 
     /// How many live believers of `key` are among the candidate instances `whos`.

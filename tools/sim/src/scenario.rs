@@ -83,6 +83,9 @@ impl Plan {
         for index in 1..=rng.between(1, 3) {
             candidates.push((Kind::Node, format!("node{index}")));
         }
+        if rng.chance(500) {
+            candidates.push((Kind::Operator, "operator".to_owned()));
+        }
         candidates.push((Kind::Observer, "observer".to_owned()));
         let fault_window = 8 * lease;
         let mut events = Vec::new();
@@ -235,9 +238,10 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
         let left: Vec<String> = read(&world.store, &key)
             .leaders
             .iter()
-            // A request the store acted on after its caller timed out is held by nobody; no
-            // stop can give it back before it lands, and it lapses within its lease.
-            .filter(|slot| !world.oracle().granted_late(&key, slot.fence))
+            // A request the store acted on after its caller timed out is held by nobody (no
+            // stop can give it back before it lands), as is a slot revoked at expiry; both
+            // lapse within their lease.
+            .filter(|slot| !world.oracle().orphaned(&key, slot.fence))
             .map(|slot| format!("{}#{}", slot.holder, slot.fence))
             .collect();
         if !left.is_empty() {
@@ -253,9 +257,9 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     Outcome { seed, mutant, violations, trace: world.trace(), recovered_after, checks }
 }
 
-/// Waits, within the plan's bound, until every partition is owned by a running node and the
-/// group has as many believers among running candidates as it has slots or running roles;
-/// how long that took.
+/// Waits, within the plan's bound, until every partition is owned by a running node, each
+/// node owning its share (floor or ceiling of M/N), and the group has as many believers
+/// among running candidates as it has slots or running roles; how long that took.
 async fn recover(world: &World, plan: &Plan, seats: &[Seat]) -> Option<Duration> {
     let began = Instant::now();
     let running = |kinds: &dyn Fn(Kind) -> bool| -> Vec<String> {
@@ -266,16 +270,30 @@ async fn recover(world: &World, plan: &Plan, seats: &[Seat]) -> Option<Duration>
             .collect()
     };
     let roles = running(&|kind| kind == Kind::Role).len() as u32;
-    let candidates = running(&|kind| kind != Kind::Observer && kind != Kind::Node);
+    let candidates = running(&|kind| matches!(kind, Kind::Role | Kind::PerCall { .. }));
     let nodes = running(&|kind| kind == Kind::Node);
     let wanted = plan.timing.max_leaders.min(roles) as usize;
     while began.elapsed() <= plan.recovery_bound() {
         let led = {
             let mut oracle = world.oracle();
             let group = oracle.believed_by(&format!("leader:{GROUP}"), &candidates);
-            let partitions = (0..plan.timing.partitions)
+            let count = plan.timing.partitions;
+            let owned = (0..count)
                 .all(|index| oracle.believed_by(&format!("leader:{SET}/{index}"), &nodes) >= 1);
-            group >= wanted && partitions
+            // Balanced: each node owns floor(M/N) or ceil(M/N) of the M partitions.
+            let (low, high) = (count / nodes.len() as u32, count.div_ceil(nodes.len() as u32));
+            let balanced = nodes.iter().all(|node| {
+                let mine = (0..count)
+                    .filter(|index| {
+                        oracle.believed_by(
+                            &format!("leader:{SET}/{index}"),
+                            std::slice::from_ref(node),
+                        ) > 0
+                    })
+                    .count() as u32;
+                (low..=high).contains(&mine)
+            });
+            group >= wanted && owned && balanced
         };
         if led {
             world.log("sim", format_args!("led again after {:?}", began.elapsed()));
