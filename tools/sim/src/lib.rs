@@ -14,7 +14,7 @@ mod rng;
 mod scenario;
 mod world;
 
-pub use scenario::{Outcome, REPLAYS, run};
+pub use scenario::{Outcome, replays, run};
 pub use world::Mutant;
 
 /// Runs seeds `first..first + count` on `threads` threads; the failures, in seed order.

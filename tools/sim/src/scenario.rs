@@ -128,7 +128,9 @@ impl Seat {
 
 /// Whether runs replay: tokio's random numbers can be seeded only in a build with
 /// `--cfg tokio_unstable` (the workspace's `.cargo/config.toml` sets it).
-pub const REPLAYS: bool = cfg!(tokio_unstable);
+pub fn replays() -> bool {
+    cfg!(tokio_unstable)
+}
 
 /// Runs seed `seed` (with broken variant `mutant`); `echo` prints the trace as it goes.
 pub fn run(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {

@@ -1,7 +1,7 @@
 //! The simulation in the test command: 10,000 seeds pass, a seed replays its trace, and
 //! every deliberately broken variant is caught within a few seeds.
 
-use leader_sim::{Mutant, REPLAYS, replay_command, run, run_many};
+use leader_sim::{Mutant, replay_command, replays, run, run_many};
 
 /// How many seeds the test command runs (`leader-sim --seeds N` runs more).
 const SEEDS: u64 = 10_000;
@@ -34,7 +34,7 @@ fn ten_thousand_seeds_pass() {
 #[test]
 fn a_seed_replays_the_same_trace() {
     assert!(
-        REPLAYS,
+        replays(),
         "tokio's random numbers are seeded only with --cfg tokio_unstable, which the \
          workspace's .cargo/config.toml sets; a RUSTFLAGS of your own replaces it"
     );
