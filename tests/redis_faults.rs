@@ -88,6 +88,30 @@ async fn primary_with_a_synced_replica() -> (RedisServer, RedisServer) {
     (primary, replica)
 }
 
+/// The first call of a script on a new connection sends its source, with one `WAIT`: an
+/// EVALSHA the server does not know yet would still run the `WAIT` piped after it, which
+/// waits (its whole timeout, for a replica that has not acknowledged the connection's last
+/// write) before the source is sent with a `WAIT` of its own. That doubled wait made
+/// `an_unreplicated_grant_is_reported_as_such_even_when_giving_it_back_fails` time out now
+/// and then.
+#[tokio::test]
+async fn a_first_grant_on_a_new_connection_waits_for_the_replicas_once() {
+    let (primary, _replica) = primary_with_a_synced_replica().await;
+    let store = RedisStore::builder(primary.url()).replica_ack(1, 2 * SECOND).build().unwrap();
+    let waits = || {
+        let stats = primary.cli(&["INFO", "commandstats"]);
+        let line = stats.lines().find(|line| line.starts_with("cmdstat_wait:")).unwrap_or("");
+        let calls = line.split("calls=").nth(1).and_then(|rest| rest.split(',').next());
+        calls.map_or(0, |calls| calls.parse::<u32>().unwrap())
+    };
+    let outcome = store.acquire(request("leader:first-wait", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+    assert_eq!(waits(), 1, "WAITs for the first grant");
+    let outcome = store.acquire(request("leader:second-wait", 1, token())).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+    assert_eq!(waits(), 2, "WAITs for two grants");
+}
+
 #[tokio::test]
 async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
     let (primary, replica) = primary_with_a_synced_replica().await;

@@ -139,6 +139,12 @@ pub(crate) struct Connections {
     /// How many times each script was sent with EVAL, so a caller that waited for another's
     /// refill knows to try EVALSHA again.
     reloads: [AtomicU64; SCRIPT_COUNT],
+    /// The connection generation each script was last sent on with EVAL: a call that waits
+    /// for replicas sends a script's source first on each new connection, since an EVALSHA
+    /// the server does not know still runs the `WAIT` piped after it, which then waits (up
+    /// to its whole timeout, for a slow replica) for writes made before, and only then is
+    /// the source sent, with a `WAIT` of its own.
+    sent_on: [AtomicU64; SCRIPT_COUNT],
 }
 
 impl Connections {
@@ -156,6 +162,7 @@ impl Connections {
             generation: AtomicU64::new(0),
             reloading: Mutex::new(()),
             reloads: Default::default(),
+            sent_on: Default::default(),
         }
     }
 
@@ -220,7 +227,9 @@ impl Connections {
     /// on another Cluster node).
     ///
     /// With `wait`, `WAIT replicas timeout_ms` follows the script in the same round trip,
-    /// and the replicas that acknowledged are returned with the script's reply. A failure
+    /// and the replicas that acknowledged are returned with the script's reply; the first
+    /// such call of a script on a connection sends its source (EVAL), so a server that does
+    /// not know it yet never runs a `WAIT` for a script that did not run. A failure
     /// that a new connection may not meet is a [`CallFailure::Stale`]: every script is safe
     /// to repeat with the same token, so the caller may make the call once more.
     pub(crate) async fn eval_then_wait(
@@ -233,6 +242,14 @@ impl Connections {
         let (generation, mut connection, fresh) = self.get().await?;
         let reloads = &self.reloads[lua.index];
         let reloads_before = reloads.load(Ordering::Acquire);
+        let sent_on = &self.sent_on[lua.index];
+        if wait.is_some() && sent_on.load(Ordering::Acquire) != generation {
+            let result = run(&mut connection, lua.source, keys, args, wait, "EVAL").await;
+            if result.is_ok() {
+                sent_on.store(generation, Ordering::Release);
+            }
+            return self.failure(generation, fresh, result);
+        }
         let mut result = run(&mut connection, &lua.hash, keys, args, wait, "EVALSHA").await;
         if is_noscript(&result) {
             // Boxed, as the rare path it is, so it does not grow every call's future.
@@ -249,6 +266,18 @@ impl Connections {
             };
             Box::pin(reload).await;
         }
+        self.failure(generation, fresh, result)
+    }
+
+    /// `result` of a call on connection `generation` (`fresh`: made for this call), with a
+    /// failure classed: a connection that failed is dropped, and a failure a new connection
+    /// may not meet is [`CallFailure::Stale`].
+    fn failure(
+        &self,
+        generation: u64,
+        fresh: bool,
+        result: Result<(Value, Option<i64>), RedisError>,
+    ) -> Result<(Value, Option<i64>), CallFailure> {
         let error = match result {
             Ok(reply) => return Ok(reply),
             Err(error) => error,
