@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use leader::store::AcquireRequest;
+use leader::store::{AcquireRequest, HeldSlot, Layered, StoreLayer};
 use leader::{
     LeaderChannel, LeaderChannelOptions, LeaderElectionOptions, LeaderElector,
     LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions, LeaseStore,
-    LeaseToken, MemoryStore,
+    LeaseToken, MemoryStore, PartitionOptions, Partitions,
 };
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_util::registry::{AtomicStorage, Registry};
@@ -191,4 +191,69 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     let observed = &[("group", "leader:observed"), ("outcome", "changed")];
     assert_eq!(metrics.counter("leader_observed_changes_total", observed), 2);
     leadership.stop().await;
+
+    // A partitions node: every acquire and renewal it sends is counted under its group.
+    let counted = Arc::new(CountCalls::default());
+    let store = Layered::new(Arc::clone(&counted), MemoryStore::new());
+    let options = PartitionOptions::new().lease_time(3 * SECOND);
+    let mut node = Partitions::start("sharded", 4, store, options).await.unwrap();
+    while node.owned().len() < 4 {
+        node.next_event().await.expect("the node runs");
+    }
+    sleep(5 * SECOND).await; // two renewals of the batch
+    node.stop().await.unwrap();
+    let mut keys: Vec<String> = (0..4).map(|index| format!("leader:sharded/{index}")).collect();
+    keys.push("leader:sharded/members".to_owned());
+    for key in &keys {
+        let sent = counted.calls(key);
+        let attempts = ["elected", "skipped", "error"].map(|outcome| {
+            metrics
+                .counter("leader_acquire_attempts_total", &[("group", key), ("outcome", outcome)])
+        });
+        let renewals = ["renewed", "refused", "error"].map(|outcome| {
+            metrics.counter("leader_renewals_total", &[("group", key), ("outcome", outcome)])
+        });
+        assert_eq!(attempts.iter().sum::<u64>(), sent.0, "{key}: acquires sent and counted");
+        assert_eq!(renewals.iter().sum::<u64>(), sent.1, "{key}: renewals sent and counted");
+        assert!(sent.0 >= 1 && sent.1 >= 2, "{key}: {sent:?}");
+    }
+    for key in &keys[..4] {
+        assert_eq!(metrics.gauge("leader_held_slots", &[("group", key)]), 0.0, "{key}");
+    }
+    let first = ("group", keys[0].as_str());
+    assert_eq!(metrics.counter("leader_transitions_total", &[first, ("transition", "elected")]), 1);
+}
+
+/// Counts the acquires and the renewals (batched or not) sent for each group.
+#[derive(Debug, Default)]
+struct CountCalls(std::sync::Mutex<std::collections::HashMap<String, (u64, u64)>>);
+
+impl CountCalls {
+    fn calls(&self, key: &str) -> (u64, u64) {
+        self.0.lock().unwrap().get(key).copied().unwrap_or_default()
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreLayer for CountCalls {
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<leader::store::AcquireOutcome, leader::Error> {
+        self.0.lock().unwrap().entry(request.key.to_owned()).or_default().0 += 1;
+        inner.acquire(request).await
+    }
+
+    async fn renew_many(
+        &self,
+        inner: &dyn LeaseStore,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<leader::store::RenewOutcome>, leader::Error> {
+        for slot in slots {
+            self.0.lock().unwrap().entry(slot.key.to_owned()).or_default().1 += 1;
+        }
+        inner.renew_many(slots, lease_time).await
+    }
 }

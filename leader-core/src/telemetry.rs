@@ -1,9 +1,10 @@
-//! Spans, events and metrics, in one place: every store call the electors and leaderships
-//! make goes through here.
+//! Spans, events and metrics, in one place: every store call the electors, leaderships,
+//! partition nodes and observers make goes through here.
 //!
-//! Spans (`leader.acquire`, `leader.renew`, `leader.release`, `leader.state`) are at debug
-//! level and carry the group key (and, as each applies, the holder, fence and outcome);
-//! tokens never appear. Metrics (feature `metrics`, through the `metrics` facade) are
+//! Spans (`leader.acquire`, `leader.renew`, `leader.renew_many`, `leader.release`,
+//! `leader.state`) are at debug level and carry the group key (a partition's key names its
+//! set and index; and, as each applies, the holder, fence and outcome); tokens never
+//! appear. Metrics (feature `metrics`, through the `metrics` facade) are
 //! listed in docs/operating.md.
 
 use std::time::Duration;
@@ -13,7 +14,9 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::store::LeaseStore;
-use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome};
+use crate::store::{
+    AcquireOutcome, AcquireRequest, GroupSnapshot, HeldSlot, ReleaseOutcome, RenewOutcome,
+};
 use crate::token::LeaseToken;
 
 /// One store acquire, in a span, counted and timed.
@@ -67,6 +70,42 @@ pub(crate) async fn renew(
     };
     span.record("outcome", outcome);
     metric::renewed(key, outcome);
+    result
+}
+
+/// One batch renewal (a partition node's announcement and partitions), in a span; each
+/// slot's outcome is counted under its own group, as a single renewal's is.
+pub(crate) async fn renew_many(
+    store: &dyn LeaseStore,
+    slots: &[HeldSlot<'_>],
+    lease_time: Duration,
+) -> Result<Vec<RenewOutcome>, Error> {
+    let span = tracing::debug_span!(
+        "leader.renew_many",
+        slots = slots.len(),
+        renewed = tracing::field::Empty,
+        outcome = tracing::field::Empty
+    );
+    let result = store.renew_many(slots, lease_time).instrument(span.clone()).await;
+    match &result {
+        Ok(answers) => {
+            let mut renewed = 0;
+            for (slot, answer) in slots.iter().zip(answers) {
+                let outcome = match answer {
+                    RenewOutcome::Renewed { .. } => "renewed",
+                    RenewOutcome::NotHeld => "refused",
+                };
+                renewed += usize::from(outcome == "renewed");
+                metric::renewed(slot.key, outcome);
+            }
+            span.record("renewed", renewed);
+            span.record("outcome", "answered");
+        }
+        Err(_) => {
+            slots.iter().for_each(|slot| metric::renewed(slot.key, "error"));
+            span.record("outcome", "error");
+        }
+    }
     result
 }
 

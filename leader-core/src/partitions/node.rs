@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::store::{
     AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, HeldSlot, LeaseStore, RenewOutcome,
 };
+use crate::telemetry;
 use crate::token::LeaseToken;
 
 /// The most nodes one set may have: the slots of its members' group.
@@ -247,7 +248,7 @@ impl Node {
                 slots.push(HeldSlot::new(&settings.partition_keys[*index as usize], *token));
             }
             let sent_at = Instant::now();
-            let answers = store.renew_many(&slots, settings.lease_time).await;
+            let answers = telemetry::renew_many(&*store, &slots, settings.lease_time).await;
             Renewal { sent_at, member, partitions, answers }
         }
     }
@@ -313,7 +314,7 @@ impl Node {
             };
             let read_at = Instant::now();
             let members = match &announced {
-                Ok(_) => store.state(&settings.member_key).await,
+                Ok(_) => telemetry::state(&*store, &settings.member_key).await,
                 Err(_) => Ok(GroupSnapshot::default()), // not read: the announcement failed
             };
             Read { token, announced, read_at, members }
@@ -432,7 +433,7 @@ impl Node {
             )
             .in_session(session);
             let sent_at = Instant::now();
-            let outcome = store.acquire(request).await;
+            let outcome = telemetry::acquire(&*store, request).await;
             match (&outcome, watch) {
                 // Held elsewhere still (its owner hands it over at its next step): done at
                 // its release, its expiry, or the retry interval, whichever comes first.
@@ -502,6 +503,7 @@ impl Node {
         let key: Arc<str> = settings.partition_keys[index as usize].as_str().into();
         let name: Arc<str> = format!("{}/{index}", settings.name).into();
         let holder = Arc::clone(&settings.holder_id);
+        telemetry::metric::transition(&key, "elected");
         let cell = Cell::new(index, self.events.clone(), |on_loss| {
             Lease::new(name, key, token, holder, grant, sent_at, Some(on_loss))
         });
@@ -635,10 +637,8 @@ impl Node {
             }
         }
         if self.membership.fence.is_some() {
-            let released = self
-                .store
-                .release(&self.settings.member_key, self.membership.token, Duration::ZERO)
-                .await;
+            let (key, token) = (&self.settings.member_key, self.membership.token);
+            let released = telemetry::release(&*self.store, key, token, Duration::ZERO).await;
             if let Err(error) = released {
                 first_error.get_or_insert(error);
             }
@@ -675,7 +675,7 @@ async fn release(
 ) -> Result<(), Error> {
     let give_up = Instant::now() + settings.lease_time;
     loop {
-        match store.release(key, token, Duration::ZERO).await {
+        match telemetry::release(store, key, token, Duration::ZERO).await {
             Err(error) if error.is_transient() && Instant::now() < give_up => {
                 tracing::debug!(set = %settings.name, key, error = %crate::error_chain(&error), "releasing a partition failed; retrying");
                 tokio::time::sleep(settings.retry_interval).await;
@@ -701,7 +701,7 @@ async fn announce(
     )
     .in_session(token);
     let sent_at = Instant::now();
-    match store.acquire(request).await? {
+    match telemetry::acquire(store, request).await? {
         AcquireOutcome::Granted(grant) => Ok((grant.fence, sent_at + grant.expires_in)),
         AcquireOutcome::Full { .. } => Err(Error::invalid_option(
             "live nodes",
