@@ -125,10 +125,11 @@ pub(crate) async fn stand<P: Policy>(
         let wake_at = now + nearest_expiry.max(Duration::from_millis(1));
         let wake_at = deadline.map_or(wake_at, |deadline| deadline.min(wake_at));
         tokio::select! {
+            // A stop or a resignation first: releases that keep coming must not hide it.
             biased;
+            stop = policy.interrupted() => if let Some(stop) = stop { return Err(stop) },
             () = watch.woken() => {}
             () = sleep_until(wake_at) => {}
-            stop = policy.interrupted() => if let Some(stop) = stop { return Err(stop) },
         }
     }
 }

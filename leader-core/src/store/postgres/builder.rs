@@ -87,9 +87,8 @@ impl PostgresStore {
     /// neither falls back to plain text when the server refuses TLS (use `disable`); the
     /// differences are listed in docs/postgres-store.md. A certificate that fails
     /// verification is a permanent [`Error::Store`] naming the `sslmode` that would accept
-    /// it. Without the feature,
-    /// connections are in plain text and `require`, `verify-ca` and `verify-full` are
-    /// refused by `build`.
+    /// it. Without the feature, connections are in plain text and `require`, `verify-ca`
+    /// and `verify-full` are refused by `build`.
     pub fn builder(url: impl Into<String>) -> PostgresStoreBuilder {
         PostgresStoreBuilder::new(Target::Url(url.into()))
     }
