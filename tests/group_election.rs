@@ -530,3 +530,80 @@ fn a_guard_outliving_its_runtime_still_signals_its_loss() {
         assert_eq!(guard.loss_reason(), Some(leader::LossReason::Expired));
     });
 }
+
+/// A grant answered after its local deadline is given back, and the give-back gets no
+/// answer (the store runs it later). The candidate's next grant must not be the one that
+/// late release frees: it stands again under a new token.
+#[tokio::test(start_paused = true)]
+async fn a_late_give_back_never_frees_the_next_grant() {
+    let memory = MemoryStore::new();
+    let store = leader::store::Layered::new(
+        LateGiveBack { store: memory.clone(), calls: Default::default() },
+        memory.clone(),
+    );
+    let lease = Duration::from_millis(100);
+    let options = LeaderElectionOptions::new().lease_time(lease).wait_time(SECOND);
+    let elector = LeaderElector::new(store, options).unwrap();
+    let result = elector
+        .run_if_leader("late", |lease| async move {
+            // The late release has landed by now.
+            sleep(Duration::from_millis(60)).await;
+            let held = memory.state("leader:late").await.unwrap();
+            assert!(
+                held.leaders.iter().any(|slot| slot.fence == lease.fence()),
+                "the slot of fence {} was freed under its holder: {held:?}",
+                lease.fence()
+            );
+            lease.live_fence()
+        })
+        .await
+        .unwrap();
+    assert!(matches!(result, LeaderRunResult::Elected(Some(_))), "{result:?}");
+}
+
+/// The first acquire's reply arrives after the lease; the first release is answered with a
+/// timeout and run by the store 30 ms later.
+#[derive(Debug)]
+struct LateGiveBack {
+    store: MemoryStore,
+    calls: std::sync::Mutex<(u32, u32)>,
+}
+
+#[async_trait::async_trait]
+impl leader::store::StoreLayer for LateGiveBack {
+    async fn acquire(
+        &self,
+        inner: &dyn LeaseStore,
+        request: AcquireRequest<'_>,
+    ) -> Result<leader::store::AcquireOutcome, Error> {
+        let first = std::mem::replace(&mut self.calls.lock().unwrap().0, 1) == 0;
+        let outcome = inner.acquire(request).await;
+        if first {
+            sleep(Duration::from_millis(150)).await;
+        }
+        outcome
+    }
+
+    async fn release(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        token: LeaseToken,
+        min_lease_time: Duration,
+    ) -> Result<leader::store::ReleaseOutcome, Error> {
+        if std::mem::replace(&mut self.calls.lock().unwrap().1, 1) == 0 {
+            let (store, key) = (self.store.clone(), key.to_owned());
+            tokio::spawn(async move {
+                sleep(Duration::from_millis(30)).await;
+                let _ = store.release(&key, token, min_lease_time).await;
+            });
+            return Err(Error::Timeout {
+                store: "memory",
+                endpoint: String::new(),
+                operation: "release",
+                after: Duration::from_millis(10),
+            });
+        }
+        inner.release(key, token, min_lease_time).await
+    }
+}

@@ -13,13 +13,15 @@ use crate::backoff::{Backoff, CANDIDATE_CEILING, FIRST_PAUSE};
 use crate::error::Error;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, GroupWatch, LeaseStore};
 use crate::telemetry;
+use crate::token::LeaseToken;
 
-/// A slot won with time left on it: the grant, and when its request was sent (the base of
-/// the local deadline).
+/// A slot won with time left on it: the grant, when its request was sent (the base of the
+/// local deadline), and the token it is held under (the guard's).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Won {
     pub grant: Grant,
     pub sent_at: Instant,
+    pub token: LeaseToken,
 }
 
 /// What a candidacy does besides asking the store.
@@ -61,10 +63,13 @@ pub(crate) trait Policy {
 /// `guard` is armed while a request is in flight and while a transient failure may have
 /// granted the slot, and left armed once the slot is won: dropping it gives the slot back.
 /// A grant whose reply arrived after its local deadline (a stall, a slow network) is never
-/// returned: it is given back, and counts as a lost attempt.
+/// returned: it is given back, and counts as a lost attempt. A give-back the store did not
+/// answer may still land, and would free a later grant of the same token: the candidacy
+/// goes on under a new token (and a new guard; the old one goes on giving its slot back in
+/// the background), so the slot it wins is the one [`Won::token`] names.
 pub(crate) async fn stand<P: Policy>(
     store: &dyn LeaseStore,
-    request: AcquireRequest<'_>,
+    mut request: AcquireRequest<'_>,
     guard: &mut SlotGuard,
     policy: &mut P,
 ) -> Result<Won, P::Stop> {
@@ -88,7 +93,7 @@ pub(crate) async fn stand<P: Policy>(
                 if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
             {
                 policy.answered();
-                return Ok(Won { grant, sent_at });
+                return Ok(Won { grant, sent_at, token: request.token });
             }
             Ok(AcquireOutcome::Granted(grant)) => {
                 policy.answered();
@@ -98,6 +103,16 @@ pub(crate) async fn stand<P: Policy>(
                     "grant arrived after its local deadline; released it"
                 );
                 guard.give_back().await;
+                if guard.is_armed() {
+                    match LeaseToken::generate() {
+                        Ok(token) => {
+                            request.token = token;
+                            // The old guard, dropped armed, gives its slot back until answered.
+                            drop(std::mem::replace(guard, guard.successor(token)));
+                        }
+                        Err(error) => policy.failed(error).await?,
+                    }
+                }
                 policy.gave_back_a_late_grant(grant.fence).await?;
                 Duration::ZERO
             }

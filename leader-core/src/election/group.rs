@@ -237,7 +237,7 @@ impl LeaderGroupElector {
             session: None,
         };
         let mut policy = PerCall::new(name, settings.wait_time, settings.skip_on_store_error);
-        let Won { grant, sent_at } = match candidate::stand(
+        let Won { grant, sent_at, token } = match candidate::stand(
             &*self.store,
             request,
             &mut slot,

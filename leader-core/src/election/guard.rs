@@ -47,6 +47,23 @@ impl SlotGuard {
         self.armed = armed;
     }
 
+    /// A guard of the same slot under another token, not armed: a candidacy that goes on
+    /// under a new token while this one's give-back may still be in flight.
+    pub(crate) fn successor(&self, token: LeaseToken) -> SlotGuard {
+        SlotGuard::new(
+            Arc::clone(&self.store),
+            Arc::clone(&self.key),
+            token,
+            self.min_lease_time,
+            self.lease_time,
+        )
+    }
+
+    /// Whether the slot may be held under its token: dropping the guard now would release it.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed
+    }
+
     /// Releases the slot now (keeping it until the minimum lease time) and waits for the
     /// store. The guard is disarmed once the store answered or failed for good; after a
     /// transient failure it stays armed, so dropping it tries again in the background.

@@ -191,7 +191,7 @@ async fn stand(
         session: None,
     };
     let mut policy = Standing { shared, commands, state };
-    let Won { grant, sent_at } =
+    let Won { grant, sent_at, token } =
         candidate::stand(&*shared.store, request, &mut guard, &mut policy).await?;
     // The term owns the slot, and its guard, from here; its end releases it.
     Ok((grant, sent_at, token, guard))

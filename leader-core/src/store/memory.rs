@@ -73,6 +73,10 @@ struct Group {
 struct Slot {
     /// `None` once revoked at expiry: held by nobody, it lapses at its expiry.
     token: Option<LeaseToken>,
+    /// The token it was held under before a revocation at expiry: that token is granted no
+    /// slot of the group until this one lapses (an acquire its holder sent before, answered
+    /// late, must not give it a new term whose renewals keep the old one's lease alive).
+    revoked: Option<LeaseToken>,
     holder: String,
     fence: u64,
     acquired_at: Instant,
@@ -194,6 +198,9 @@ impl LeaseStore for MemoryStore {
                 expires_in: expires_at - now,
             }));
         }
+        if let Some(revoked) = group.slots.iter().find(|slot| slot.revoked == Some(request.token)) {
+            return Ok(AcquireOutcome::Full { nearest_expiry: revoked.expires_at - now });
+        }
         if group.slots.is_empty() {
             group.max_leaders = max_leaders;
         } else if group.max_leaders != max_leaders {
@@ -211,6 +218,7 @@ impl LeaseStore for MemoryStore {
         let fence = *last_fence;
         group.slots.push(Slot {
             token: Some(request.token),
+            revoked: None,
             holder: request.holder.to_owned(),
             fence,
             acquired_at: now,
@@ -305,7 +313,7 @@ impl LeaseStore for MemoryStore {
             _ => {
                 // Held by nobody from now on: it lapses at its expiry.
                 let held = &mut group.slots[index];
-                held.token = None;
+                held.revoked = held.token.take().or(held.revoked);
                 ReleaseOutcome::Kept { expires_in: held.expires_at - now }
             }
         };
