@@ -215,6 +215,54 @@ async fn bad_input_is_refused_with_the_value_and_what_is_allowed() {
     assert!(error.contains("partition leases"), "{error}");
 }
 
+/// Nodes that would split the set two ways are refused at start, with an error naming what
+/// differs: a holder id a live node announced, another partition count. A full set of
+/// nodes is its own error. The refused nodes leave no announcement behind.
+#[tokio::test(start_paused = true)]
+async fn a_node_that_disagrees_with_the_live_ones_is_refused() {
+    let store = MemoryStore::new();
+    let options = || PartitionOptions::new().lease_time(Duration::from_secs(3));
+    let first = Partitions::start("orders", 8, store.clone(), options().holder_id("a")).await;
+    let first = first.expect("the first node starts");
+    let taken = Partitions::start("orders", 8, store.clone(), options().holder_id("a")).await;
+    match taken.unwrap_err() {
+        leader::Error::HolderInUse { holder, set } => {
+            assert_eq!((&*holder, &*set), ("a", "orders"))
+        }
+        other => panic!("a taken holder id gave {other}"),
+    }
+    let other_count =
+        Partitions::start("orders", 16, store.clone(), options().holder_id("b")).await;
+    let error = other_count.unwrap_err();
+    assert!(
+        matches!(error, leader::Error::PartitionCountMismatch { requested: 16, existing: 8, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("same count"), "{error}");
+    let members = store.state("leader:orders/members").await.unwrap();
+    assert_eq!(members.leaders.len(), 1, "{members:?}");
+    assert_eq!(members.leaders[0].holder, "a [8 partitions]");
+    first.stop().await.unwrap();
+
+    // A set of as many live nodes as a set may have: no more join.
+    for node in 0..1024 {
+        let holder = format!("node-{node} [4 partitions]");
+        let request = leader::store::AcquireRequest::new(
+            "leader:full/members",
+            std::num::NonZeroU32::new(1024).unwrap(),
+            leader::LeaseToken::generate().unwrap(),
+            &holder,
+            Duration::from_secs(60),
+        );
+        store.acquire(request).await.unwrap();
+    }
+    let full = Partitions::start("full", 4, store.clone(), options().holder_id("late")).await;
+    match full.unwrap_err() {
+        leader::Error::SetFull { max_nodes: 1024, set, .. } => assert_eq!(set, "full"),
+        other => panic!("a full set gave {other}"),
+    }
+}
+
 /// What a node process is told, through its environment.
 const NODE_URL: &str = "LEADER_PARTITIONS_NODE_URL";
 const NODE_HOLDER: &str = "LEADER_PARTITIONS_NODE_HOLDER";

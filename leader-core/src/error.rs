@@ -132,6 +132,51 @@ pub enum Error {
         operation: &'static str,
     },
 
+    /// A partition set has as many live nodes as it may have: no other can join until one
+    /// leaves (or its announcement expires).
+    #[error(
+        "partition set `{set}` has {max_nodes} live nodes already (key {key:?}), the most it \
+         may have; this node cannot join until one leaves"
+    )]
+    SetFull {
+        /// The set's name.
+        set: String,
+        /// The members' group's store key.
+        key: String,
+        /// The most live nodes a set may have.
+        max_nodes: u32,
+    },
+
+    /// The live nodes of a partition set were started with another partition count: the two
+    /// counts would split the partitions two ways and leave some unowned.
+    #[error(
+        "partition set `{set}` has live nodes of {existing} partitions, and this node was \
+         started with {requested}; give every node the same count (to change it, stop every \
+         node first, or start a set of another name)"
+    )]
+    PartitionCountMismatch {
+        /// The set's name.
+        set: String,
+        /// This node's count.
+        requested: u32,
+        /// The count the live nodes announced.
+        existing: u32,
+    },
+
+    /// Another live node of a partition set announced itself under this node's holder id:
+    /// the two would compute the same share and compete for it.
+    #[error(
+        "holder id {holder:?} is taken by another live node of partition set `{set}`; give \
+         each node its own holder_id (if that node was this one before a crash, its \
+         announcement expires within its lease_time)"
+    )]
+    HolderInUse {
+        /// The set's name.
+        set: String,
+        /// The holder id both nodes gave.
+        holder: String,
+    },
+
     /// A registry was given the same role twice.
     #[error("role `{role}` is already in the registry; each role can be added once")]
     RoleAlreadyAdded {
@@ -390,6 +435,15 @@ impl Error {
                 required: *required,
                 timeout: *timeout,
                 operation,
+            },
+            SetFull { set, key, max_nodes } => {
+                SetFull { set: set.clone(), key: key.clone(), max_nodes: *max_nodes }
+            }
+            HolderInUse { set, holder } => HolderInUse { set: set.clone(), holder: holder.clone() },
+            PartitionCountMismatch { set, requested, existing } => PartitionCountMismatch {
+                set: set.clone(),
+                requested: *requested,
+                existing: *existing,
             },
             RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
             RolesShareKey { first, second, key } => {

@@ -20,6 +20,9 @@
 //! slot like any other, and its fence increases strictly over its grants.
 
 mod assignment;
+mod claims;
+mod held;
+mod members;
 mod node;
 mod options;
 mod partition;
@@ -90,9 +93,12 @@ impl Partitions {
     /// Starts a node of set `name`, of `count` partitions, on `store`: announces it, then
     /// takes its share in the background. Must be called within a tokio runtime.
     ///
-    /// Errors: invalid options or name, a store that does not coordinate, and a first
+    /// Errors: invalid options or name, a store that does not coordinate, a first
     /// announcement the store refuses for good (a key it cannot take, a group of another
-    /// size at the members' key). A store that is unreachable or slow for now is no error:
+    /// size at the members' key), a set that has as many live nodes as it may have
+    /// ([`Error::SetFull`]), and live nodes this one disagrees with: started with another
+    /// count ([`Error::PartitionCountMismatch`]) or announced under this node's holder id
+    /// ([`Error::HolderInUse`]). A store that is unreachable or slow for now is no error:
     /// the node retries in the background.
     ///
     /// Every node of a set must give the same `count` and keys; `count` is between 1 and
@@ -116,11 +122,12 @@ impl Partitions {
         // A store that fails for now (unreachable, slow) is the node's to retry, as every
         // later failure is; what no retry mends (a key the store refuses, a group of
         // another size at the members' key) is the caller's.
-        if let Err(error) = node.announce().await {
-            if !error.is_transient() {
-                return Err(error);
+        match node.announce().await {
+            Ok(()) => node.check_the_members().await?,
+            Err(error) if error.is_transient() => {
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
             }
-            tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
+            Err(error) => return Err(error),
         }
         let stop = CancellationToken::new();
         let task = tokio::spawn(node.run(stop.clone()));

@@ -71,10 +71,11 @@ impl PartitionOptions {
         self
     }
 
-    /// How soon the node asks again for a partition assigned to it that another node still
-    /// holds (the other hands it over at its own next renewal), and retries after a store
-    /// error. Default: the smaller of `renew_interval / 4` and 1 s. At least 1 ms, at most
-    /// `renew_interval`.
+    /// How soon the node retries a failed renewal or read of the members, and the longest
+    /// pause between a claim's attempts while the store fails (they back off from 50 ms up
+    /// to this). A claim of a partition another node still holds waits for its release or
+    /// expiry, not for this. Default: the smaller of `renew_interval / 4` and 1 s. At least
+    /// 1 ms, at most `renew_interval`.
     pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
         self.retry_interval = Some(retry_interval);
         self
@@ -152,6 +153,19 @@ impl PartitionOptions {
             ));
         }
         let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
+        let member_holder = member_holder(&holder_id, count);
+        if member_holder.len() > holder::MAX_HOLDER_LEN {
+            return Err(Error::invalid_option(
+                "holder_id",
+                &holder_id,
+                format!(
+                    "must be at most {} bytes for a node of {count} partitions (its announcement \
+                     adds `{}`)",
+                    holder::MAX_HOLDER_LEN - (member_holder.len() - holder_id.len()),
+                    &member_holder[holder_id.len()..]
+                ),
+            ));
+        }
         Ok(Settings {
             name: name.into(),
             count,
@@ -162,6 +176,7 @@ impl PartitionOptions {
             retry_interval,
             handover_grace,
             holder_id: holder_id.into(),
+            member_holder: member_holder.into(),
         })
     }
 }
@@ -180,4 +195,19 @@ pub(crate) struct Settings {
     pub retry_interval: Duration,
     pub handover_grace: Duration,
     pub holder_id: Arc<str>,
+    /// The holder of the node's announcement: its holder id and the set's count, so a node
+    /// started with another count is told (see [`announced`]).
+    pub member_holder: Arc<str>,
+}
+
+/// The holder of an announcement of node `holder_id` in a set of `count` partitions.
+fn member_holder(holder_id: &str, count: u32) -> String {
+    format!("{holder_id} [{count} partitions]")
+}
+
+/// The holder id and count an announcement's holder names; `None` for a holder of another
+/// form.
+pub(crate) fn announced(member_holder: &str) -> Option<(&str, u32)> {
+    let (holder_id, count) = member_holder.strip_suffix(" partitions]")?.rsplit_once(" [")?;
+    Some((holder_id, count.parse().ok()?))
 }

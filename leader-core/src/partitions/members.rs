@@ -1,0 +1,260 @@
+//! The node's membership: its announcement (a slot of the members' group, whose token is the
+//! node's session), the reads of who the members are, and the share the assignment gives
+//! the node among them.
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::assignment::{assigned_to, identity};
+use super::node::Node;
+use super::options::{Settings, announced};
+use crate::backoff::FIRST_PAUSE;
+use crate::election::guard::SlotGuard;
+use crate::error::Error;
+use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore};
+use crate::telemetry;
+use crate::token::LeaseToken;
+
+/// The most nodes one set may have: the slots of its members' group.
+pub(crate) const MAX_MEMBERS: u32 = 1024;
+
+/// How long after another member's announcement expires (unless renewed) a node reads the
+/// members again: the store's expiry is on its clock, counted from a moment before the read.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(5);
+
+/// The node's announcement: its slot of the members' group.
+pub(super) struct Membership {
+    /// The slot's token, the node's session: it never changes, so a new announcement (after
+    /// the store lost one) keeps the partitions claimed in the session.
+    pub token: LeaseToken,
+    /// The slot's fence while it is held.
+    pub fence: Option<u64>,
+    /// Its local deadline.
+    pub deadline: Instant,
+}
+
+/// A read of the members, after announcing the node if it was not.
+pub(super) struct Read {
+    /// The announcement's token.
+    token: LeaseToken,
+    /// The node's fence among the members, and its new deadline if it was announced now.
+    announced: Result<(u64, Option<Instant>), Error>,
+    read_at: Instant,
+    members: Result<GroupSnapshot, Error>,
+}
+
+impl Membership {
+    pub(super) fn new() -> Result<Self, Error> {
+        Ok(Membership { token: LeaseToken::generate()?, fence: None, deadline: Instant::now() })
+    }
+
+    /// Withdraws the announcement, through the slot's guard: a release the store does not
+    /// answer goes on in the background.
+    pub(super) async fn withdraw(
+        &mut self,
+        store: &Arc<dyn LeaseStore>,
+        settings: &Settings,
+    ) -> Result<(), Error> {
+        if self.fence.take().is_none() {
+            return Ok(());
+        }
+        let key = settings.member_key.as_str().into();
+        let mut guard =
+            SlotGuard::new(Arc::clone(store), key, self.token, Duration::ZERO, settings.lease_time);
+        guard.set_armed(true);
+        guard.release().await.map(drop)
+    }
+}
+
+impl Node {
+    /// Announces the node: takes (or confirms) its slot of the members' group.
+    pub(crate) async fn announce(&mut self) -> Result<(), Error> {
+        let (fence, deadline) =
+            announce(&*self.store, &self.settings, self.membership.token).await?;
+        self.membership.fence = Some(fence);
+        self.membership.deadline = deadline;
+        Ok(())
+    }
+
+    /// After the first announcement: refuses to join a set whose earlier live nodes (a
+    /// smaller fence) announced another count, or this node's holder id, and withdraws the
+    /// announcement. A read that fails refuses nothing: the loop warns of both at each
+    /// change of the members.
+    pub(crate) async fn check_the_members(&mut self) -> Result<(), Error> {
+        let (settings, Some(fence)) = (Arc::clone(&self.settings), self.membership.fence) else {
+            return Ok(());
+        };
+        let Ok(group) = telemetry::state(&*self.store, &settings.member_key).await else {
+            return Ok(());
+        };
+        let earlier = group.leaders.iter().chain(&group.pending).filter(|slot| slot.fence < fence);
+        let refusal = earlier.filter_map(|slot| disagreement(&settings, &slot.holder)).next();
+        let Some(refusal) = refusal else { return Ok(()) };
+        if let Err(error) = self.membership.withdraw(&self.store, &settings).await {
+            tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "withdrawing the announcement failed; it expires by itself");
+        }
+        Err(refusal)
+    }
+
+    /// Announces the node if it is not, and reads the members, to run beside the loop.
+    pub(super) fn read(&mut self) -> impl Future<Output = Read> + Send + 'static {
+        if self.membership.fence.is_some() && Instant::now() >= self.membership.deadline {
+            self.membership.fence = None;
+        }
+        let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
+        let (token, announced) = (self.membership.token, self.membership.fence);
+        async move {
+            let announced = match announced {
+                Some(fence) => Ok((fence, None)),
+                None => announce(&*store, &settings, token)
+                    .await
+                    .map(|(fence, deadline)| (fence, Some(deadline))),
+            };
+            let read_at = Instant::now();
+            let members = match &announced {
+                Ok(_) => telemetry::state(&*store, &settings.member_key).await,
+                Err(_) => Ok(GroupSnapshot::default()), // not read: the announcement failed
+            };
+            Read { token, announced, read_at, members }
+        }
+    }
+
+    /// A read's answer: the node's share among the members; partitions handed over,
+    /// claimed or unclaimed to match it. When to read again: soon after a failure
+    /// (`retry_interval`), else when the first other member's announcement expires unless
+    /// renewed (a dead node's partitions are taken as soon as they can be).
+    pub(super) fn on_read(&mut self, read: Read) -> Option<Instant> {
+        let settings = Arc::clone(&self.settings);
+        let retry = Some(Instant::now() + settings.retry_interval);
+        let Read { token, announced, read_at, members } = read;
+        match announced {
+            Ok((fence, fresh)) => {
+                if let Some(deadline) = fresh
+                    && token == self.membership.token
+                {
+                    self.membership.fence = Some(fence);
+                    self.membership.deadline = deadline;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
+                return retry;
+            }
+        }
+        let group = match members {
+            Ok(group) => group,
+            Err(error) => {
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the members failed; retrying");
+                return retry;
+            }
+        };
+        // A store whose expiries are whole seconds answers 0 in an announcement's last
+        // second: read again after a short pause then, not at once.
+        let soonest = Instant::now() + settings.retry_interval.min(FIRST_PAUSE);
+        let first_expiry = group
+            .leaders
+            .iter()
+            .filter(|slot| *slot.holder != *settings.member_holder)
+            .map(|slot| (read_at + slot.expires_in + EXPIRY_MARGIN).max(soonest))
+            .min();
+        let members = members_of(&group, &settings.member_holder);
+        if members != self.members {
+            let mut disagreements = group
+                .leaders
+                .iter()
+                .filter(|slot| Some(slot.fence) != self.membership.fence)
+                .filter_map(|slot| disagreement(&settings, &slot.holder));
+            if let Some(error) = disagreements.next() {
+                tracing::error!(set = %settings.name, error = %error, "the set's live nodes disagree; partitions may stay unowned until they agree");
+            }
+        }
+        self.follow(members);
+        first_expiry
+    }
+
+    /// Takes the share the assignment gives this node among `members` (sorted, this node
+    /// among them): what left it is handed over, what joined it claimed.
+    fn follow(&mut self, members: Vec<u64>) {
+        let settings = Arc::clone(&self.settings);
+        if members != self.members {
+            let me = identity(&settings.member_holder);
+            let position = members.binary_search(&me).expect("a member");
+            self.share = assigned_to(settings.count, &members, position);
+            tracing::info!(set = %settings.name, members = members.len(), share = self.share.len(), "partition members changed");
+            self.members = members;
+        }
+        let share: HashSet<u32> = self.share.iter().copied().collect();
+        let extra: Vec<u32> = self
+            .held
+            .iter()
+            .filter(|(index, held)| !share.contains(index) && !held.cell.is_revoked())
+            .map(|(index, _)| *index)
+            .collect();
+        for index in extra {
+            self.hand_over(index);
+        }
+        self.claims.withdraw_unless(|index| share.contains(&index));
+        for index in self.share.clone() {
+            self.claim_if_wanted(index);
+        }
+    }
+}
+
+/// The identities of the members `group` lists, sorted, with this node's (whose
+/// announcement's holder is `holder`) among them: a read may come from a replica a little
+/// behind.
+fn members_of(group: &GroupSnapshot, holder: &str) -> Vec<u64> {
+    let slots = group.leaders.iter().chain(&group.pending);
+    let mut members: Vec<u64> = slots.map(|slot| identity(&slot.holder)).collect();
+    members.push(identity(holder));
+    members.sort_unstable();
+    members.dedup();
+    members
+}
+
+/// What is wrong with another live node whose announcement's holder is `holder`, for this
+/// one: another count, or this node's holder id.
+fn disagreement(settings: &Settings, holder: &str) -> Option<Error> {
+    let (holder_id, count) = announced(holder)?;
+    if count != settings.count {
+        return Some(Error::PartitionCountMismatch {
+            set: settings.name.to_string(),
+            requested: settings.count,
+            existing: count,
+        });
+    }
+    (*holder_id == *settings.holder_id).then(|| Error::HolderInUse {
+        set: settings.name.to_string(),
+        holder: holder_id.to_owned(),
+    })
+}
+
+/// Takes (or confirms) the slot of the members' group held under `token` (the node's
+/// session, too): its fence and local deadline.
+async fn announce(
+    store: &dyn LeaseStore,
+    settings: &Settings,
+    token: LeaseToken,
+) -> Result<(u64, Instant), Error> {
+    let request = AcquireRequest::new(
+        &settings.member_key,
+        NonZeroU32::new(MAX_MEMBERS).expect("not zero"),
+        token,
+        &settings.member_holder,
+        settings.lease_time,
+    )
+    .in_session(token);
+    let sent_at = Instant::now();
+    match telemetry::acquire(store, request).await? {
+        AcquireOutcome::Granted(grant) => Ok((grant.fence, sent_at + grant.expires_in)),
+        AcquireOutcome::Full { .. } => Err(Error::SetFull {
+            set: settings.name.to_string(),
+            key: settings.member_key.clone(),
+            max_nodes: MAX_MEMBERS,
+        }),
+    }
+}
