@@ -1,7 +1,8 @@
 //! Four consumers share 64 partitions (think of a topic's partitions, or tenants): each owns
 //! 16, works on each under its fence, and stops when told. One consumer is killed (its
-//! runtime dropped: nothing handed over, as in a crash): once its leases end, the others
-//! own all 64. Restarted, it gets its 16 back from them, handed over gracefully.
+//! runtime shut down under it: its tasks are gone, nothing is handed over or released, as
+//! in a crash): once its leases end, the others own all 64. Restarted, it gets its 16 back
+//! from them, handed over gracefully.
 //!
 //! ```text
 //! cargo run --example partitioned_consumer                          # in-memory store
@@ -76,10 +77,32 @@ async fn until_balanced(nodes: &[(&str, &Partitions)], since: Instant, what: &st
     }
 }
 
+const USAGE: &str = "usage: cargo run --example partitioned_consumer [-- STORE_URL], for \
+                     example redis://127.0.0.1:6379 or postgres://postgres@127.0.0.1:5432/test";
+
+/// The store URL given (at most one, not a flag), or the in-memory store's.
+fn url_from_args() -> Result<String, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => Ok("memory://".to_owned()),
+        [url] if !url.starts_with('-') => Ok(url.clone()),
+        _ => Err(USAGE.to_owned()),
+    }
+}
+
 fn main() {
-    let url = std::env::args().nth(1).unwrap_or_else(|| "memory://".to_owned());
     let main = Runtime::new().unwrap();
-    let store = main.block_on(leader::store::connect(&url)).expect("store");
+    let connected = url_from_args().and_then(|url| {
+        let store = main.block_on(leader::store::connect(&url)).map_err(|error| {
+            let url = leader::store::redact_url(&url);
+            format!("cannot use {url}: {}", leader::error_chain(&error))
+        })?;
+        Ok((url, store))
+    });
+    let (url, store) = connected.unwrap_or_else(|message| {
+        eprintln!("{message}");
+        std::process::exit(2);
+    });
     println!("{PARTITIONS} partitions on {}, lease {LEASE:?}", leader::store::redact_url(&url));
 
     let started = Instant::now();
@@ -94,8 +117,10 @@ fn main() {
     ));
 
     let killed = Instant::now();
-    drop(c); // its stop would hand over gracefully, but...
-    c_runtime.shutdown_background(); // ...its runtime is gone first: a crash
+    // Its runtime first: its tasks are dropped, never run again; then the handle, whose
+    // drop would start a graceful stop, finds no task to stop.
+    c_runtime.shutdown_background();
+    drop(c);
     main.block_on(until_balanced(
         &[("a", &a), ("b", &b), ("d", &d)],
         killed,
