@@ -379,11 +379,17 @@ fn terms(reports: &[Reported]) -> BTreeMap<(usize, u64), Term> {
                     term.resigning_at = Some(term.resigning_at.map_or(at, |r| r.min(at)));
                 }
             }
+            Event::Stopped { at } => {
+                // A candidate that stopped believes nothing more: a term its stop dropped
+                // (a guard dropped with the wait it was won in) ends with it at the latest.
+                for (_, term) in terms.range_mut((candidate, 0)..=(candidate, u64::MAX)) {
+                    term.ended_at.get_or_insert(at);
+                }
+            }
             Event::Wrote { .. }
             | Event::StallDeclined { .. }
             | Event::TermBegan { .. }
-            | Event::Stalling { .. }
-            | Event::Stopped { .. } => {}
+            | Event::Stalling { .. } => {}
         }
     }
     terms
@@ -504,6 +510,19 @@ mod tests {
         assert_eq!(verdict.max_believers, 2);
         assert_eq!(verdict.stale_accepted, 1);
         assert_eq!(verdict.violations.len(), 3, "{:?}", verdict.violations);
+    }
+
+    #[test]
+    fn a_term_ends_at_its_candidates_stop_at_the_latest() {
+        let stopped =
+            |candidate, at| Reported { candidate, partition: None, event: Event::Stopped { at } };
+        // c0's stop dropped its guard (no end reported): c1, granted after, overlaps nothing.
+        let reports = vec![leading(0, 0, 10, 2_000), stopped(0, 900), leading(1, 1_000, 11, 3_000)];
+        assert_eq!(check(&run(reports, Vec::new())).max_believers, 1);
+        // Stopped after c1 began: both believed at once.
+        let reports =
+            vec![leading(0, 0, 10, 2_000), leading(1, 1_000, 11, 3_000), stopped(0, 1_100)];
+        assert_eq!(check(&run(reports, Vec::new())).max_believers, 2);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! dropping the guard (the background release); a lost term's guard is dropped.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leader::{
@@ -29,6 +29,8 @@ struct Shared {
     stall_points: Arc<StallPoints>,
     /// Whether a term is held now: a stall is taken only then, declined otherwise.
     leading: AtomicBool,
+    /// The fence of the term held now (0: none), for the end of a term a stop drops.
+    holding: AtomicU64,
     /// Stop between the next check and its write.
     stall_next: AtomicBool,
     /// `stop`, or standard input closed.
@@ -36,6 +38,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// Reports the end of the term a stop dropped while it was held (its guard or its
+    /// `run_if_leader` call dropped with the wait): the checker judges it over from here.
+    fn end_the_term_a_stop_dropped(&self) {
+        let fence = self.holding.swap(0, Ordering::AcqRel);
+        if fence != 0 {
+            report(&Event::Ended { at: now_micros(), fence, reason: "stopped".into() });
+        }
+    }
+
     /// Declines the stalls asked for during a term that ended before taking them.
     fn decline_pending_stalls(&self) {
         let before_write = self.stall_next.swap(false, Ordering::AcqRel);
@@ -81,6 +92,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         stall_points,
         leading: AtomicBool::new(false),
+        holding: AtomicU64::new(0),
         stall_next: AtomicBool::new(false),
         stop: CancellationToken::new(),
     });
@@ -106,6 +118,8 @@ pub async fn run(
             () = stop.cancelled() => None,
             failed = term => failed,
         };
+        // The term future is dropped by now.
+        shared.end_the_term_a_stop_dropped();
         if let Some(error) = failed {
             eprintln!("candidate: {error}; trying again");
             sleep(lease / 5).await;
@@ -194,8 +208,11 @@ impl Holder {
         let hold_for = self.random.around(self.args.resign_after_ms);
         let shared = self.shared.clone();
         shared.leading.store(true, Ordering::Release);
+        shared.holding.store(lease.fence(), Ordering::Release);
         let end = loop {
             if shared.stop.is_cancelled() {
+                // It gives the slot back from here: the term is over for the checker.
+                report(&Event::Resigning { at: now_micros(), fence: lease.fence() });
                 break Held { end: TermEnd::Stopping, fence: lease.fence() };
             }
             // The check, right before acting: the time left first, as the Leadership
@@ -222,6 +239,7 @@ impl Holder {
             sleep(TICK).await;
         };
         shared.leading.store(false, Ordering::Release);
+        shared.holding.store(0, Ordering::Release); // its end is reported
         shared.decline_pending_stalls();
         end
     }
