@@ -6,10 +6,13 @@ wall-clock pauses, one binary after another, while the CPU idles; this runs seve
 at once, each exactly as `cargo test` would (the same executable, its package's directory,
 cargo's runtime variables), the longest first, and the doctests beside them.
 
-    tools/run_tests.py [--jobs N] [--no-doc] [CARGO_ARGS...] [-- FILTER...]
+    tools/run_tests.py [--jobs N] [--no-doc] [--again NAME --again-env VAR=VALUE ...]
+                       [CARGO_ARGS...] [-- FILTER...]
 
 CARGO_ARGS select what to build (`--workspace --all-features`, `--test redis_store`, ...);
-FILTER goes to every test binary, as `cargo test`'s trailing arguments do.
+FILTER goes to every test binary, as `cargo test`'s trailing arguments do. Each binary named
+by `--again` runs a second time, in the same pool, with the `--again-env` variables set (the
+Redis suites on Valkey, say), reported as NAME@again.
 
 Each binary's output goes to target/test-logs/<binary>.log and is printed whole as it ends;
 at the end a table of durations and one line `N passed, N failed`. Exit status 1 if any test
@@ -66,10 +69,12 @@ def build(cargo_args):
     return binaries
 
 
-def run_one(name, executable, package_dir, filter_args):
-    """Runs one binary as cargo test would; returns (name, seconds, passed, failed, ok, log)."""
+def run_one(name, executable, package_dir, filter_args, extra_env=None):
+    """Runs one binary as cargo test would, with `extra_env` set; returns (name, seconds,
+    passed, failed, ok, log)."""
     log = LOGS / f"{name}-{Path(executable).name}.log"
     env = dict(os.environ)
+    env.update(extra_env or {})
     env["CARGO_MANIFEST_DIR"] = package_dir
     env.setdefault("CARGO", "cargo")
     # As cargo does: a proc-macro crate's tests link the toolchain's libstd dynamically.
@@ -111,18 +116,27 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("LEADER_TEST_JOBS", "3")))
     parser.add_argument("--no-doc", action="store_true", help="leave the doctests out")
+    parser.add_argument("--again", action="append", default=[], metavar="NAME", help="run this binary a second time, with --again-env")
+    parser.add_argument("--again-env", action="append", default=[], metavar="VAR=VALUE", help="a variable of the second runs")
     args, cargo_args = parser.parse_known_args(argv)
     args.cargo_args = cargo_args
     args.filter = filter_args
     LOGS.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    binaries = build(args.cargo_args)
+    again_env = dict(pair.split("=", 1) for pair in args.again_env)
+    binaries = [(name, exe, directory, None) for name, exe, directory, _ in build(args.cargo_args)]
+    missing = set(args.again) - {b[0] for b in binaries}
+    if missing:
+        print(f"--again names binaries the build did not make: {', '.join(sorted(missing))}", file=sys.stderr)
+        return 2
+    # The second runs after the first ones of the slow binaries, before the rest.
+    binaries += [(f"{name}@again", exe, directory, again_env) for name, exe, directory, _ in binaries if name in args.again]
     rank = {name: index for index, name in enumerate(SLOW_FIRST)}
-    binaries.sort(key=lambda b: rank.get(b[0], len(SLOW_FIRST)))
+    binaries.sort(key=lambda b: rank.get(b[0], len(SLOW_FIRST) if b[3] is not None else len(SLOW_FIRST) + 1))
     print(f"running {len(binaries)} test binaries and the doctests, {args.jobs} at a time", flush=True)
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_one, name, exe, directory, args.filter) for name, exe, directory, _ in binaries]
+        futures = [pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in binaries]
         if not args.no_doc:
             futures.insert(len(SLOW_FIRST) // 2, pool.submit(run_doctests, args.cargo_args, args.filter))
         for future in as_completed(futures):
