@@ -8,7 +8,7 @@
 
 use leader::{
     LeaderChannel, LeaderChannelOptions, LeaderGroupElectionOptions, LeaderGroupElector,
-    Leadership, LeadershipOptions, MemoryStore,
+    Leadership, LeadershipOptions, MemoryStore, PartitionEvent, PartitionOptions, Partitions,
 };
 
 /// The file's layout: one table per component.
@@ -18,6 +18,7 @@ struct Config {
     thumbnails: LeaderGroupElectionOptions,
     scheduler: LeadershipOptions,
     outbox_channel: LeaderChannelOptions,
+    consumers: PartitionOptions,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -36,12 +37,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         thumbnails.max_leaders(),
         thumbnails.key("thumbnails")?
     );
-    let scheduler = Leadership::start("scheduler", store, config.scheduler)?;
+    let scheduler = Leadership::start("scheduler", store.clone(), config.scheduler)?;
     println!("{}", scheduler.describe());
     let channel = LeaderChannel::<String>::new("outbox", &scheduler, config.outbox_channel)?;
     scheduler.wait_for_leadership().await?;
     channel.writer().send("hello".to_owned()).await;
     println!("outbox relayed {:?}", channel.reader().recv().await);
     scheduler.stop().await;
+
+    // A node of a set of 8 partitions: alone, it is assigned all 8.
+    let mut consumers = Partitions::start("consumers", 8, store, config.consumers).await?;
+    let mut assigned = 0;
+    while assigned < 8 {
+        if let Some(PartitionEvent::Assigned(_)) = consumers.next_event().await {
+            assigned += 1;
+        }
+    }
+    println!("consumers: {:?}", consumers.view());
+    consumers.stop().await?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leader::{
     FullMode, KeyOptions, LeaderChannelOptions, LeaderElectionOptions, LeaderGroupElectionOptions,
-    LeadershipOptions, WhenUncoordinated,
+    LeadershipOptions, PartitionOptions, WhenUncoordinated,
 };
 use serde::de::DeserializeOwned;
 
@@ -43,6 +43,16 @@ fn every_options_type_round_trips() {
             .keys(keys),
     );
     round_trip(
+        &PartitionOptions::new()
+            .lease_time(Duration::from_secs(12))
+            .renew_interval(Duration::from_secs(4))
+            .retry_interval(Duration::from_millis(250))
+            .handover_grace(Duration::from_secs(3))
+            .holder_id("consumer-a")
+            .keys(KeyOptions::new().namespace("jobs:")),
+    );
+    round_trip(&PartitionOptions::new());
+    round_trip(
         &LeaderChannelOptions::new()
             .capacity(16)
             .full_mode(FullMode::DropNewest)
@@ -68,6 +78,17 @@ fn durations_are_humantime_strings_and_omitted_fields_keep_their_defaults() {
     assert_eq!(group, expected);
     let leadership: LeadershipOptions = toml::from_str(r#"when_uncoordinated = "lead""#).unwrap();
     assert_eq!(leadership, LeadershipOptions::new().when_uncoordinated(WhenUncoordinated::Lead));
+    let partitions: PartitionOptions = toml::from_str(
+        r#"
+        lease_time = "9s"
+        handover_grace = "1s"
+        "#,
+    )
+    .unwrap();
+    let expected = PartitionOptions::new()
+        .lease_time(Duration::from_secs(9))
+        .handover_grace(Duration::from_secs(1));
+    assert_eq!(partitions, expected);
 }
 
 fn load_error<T: DeserializeOwned + std::fmt::Debug>(text: &str) -> String {
@@ -120,6 +141,26 @@ lease = "10s""#,
             load_error::<LeadershipOptions>(r#"when_uncoordinated = "panic""#),
             "unknown variant `panic`",
         ),
+        (
+            load_error::<PartitionOptions>(r#"retry_interval = "0s""#),
+            "invalid `retry_interval` 0ns: must be at least 1ms",
+        ),
+        (
+            load_error::<PartitionOptions>(
+                r#"lease_time = "3s"
+retry_interval = "2s""#,
+            ),
+            "invalid `retry_interval` 2s: must be between 1ms and renew_interval (1s)",
+        ),
+        (
+            load_error::<PartitionOptions>(
+                r#"lease_time = "10s"
+handover_grace = "20s""#,
+            ),
+            "invalid `handover_grace` 20s: must be at most lease_time (10s)",
+        ),
+        (load_error::<PartitionOptions>(r#"holder_id = """#), "invalid `holder_id`"),
+        (load_error::<PartitionOptions>(r#"count = 8"#), "unknown field `count`"),
     ];
     let twice = serde_json::from_str::<LeaderGroupElectionOptions>(
         r#"{"max_leaders": 2, "wait_time": "1s", "max_leaders": 3}"#,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use leader::{
     KeyOptions, LeaderChannelOptions, LeaderElectionOptions, LeaderGroupElectionOptions,
-    LeadershipOptions,
+    LeadershipOptions, PartitionOptions,
 };
 use serde_json::Value;
 
@@ -56,6 +56,11 @@ fn types() -> Vec<(&'static str, &'static [&'static str], Value)> {
             "LeaderChannelOptions",
             &["channel"],
             serde_json::to_value(LeaderChannelOptions::new()).unwrap(),
+        ),
+        (
+            "PartitionOptions",
+            &["partitions"],
+            serde_json::to_value(PartitionOptions::new()).unwrap(),
         ),
         ("KeyOptions", &["keys"], serde_json::to_value(KeyOptions::new()).unwrap()),
     ]
@@ -122,10 +127,12 @@ fn every_row_of_the_table_is_a_key_of_each_type_it_names() {
 }
 
 #[test]
-fn the_electors_and_leadership_agree_on_shared_defaults() {
+fn the_electors_leadership_and_partitions_agree_on_shared_defaults() {
     let election = serde_json::to_value(LeaderElectionOptions::new()).unwrap();
     let leadership = serde_json::to_value(LeadershipOptions::new()).unwrap();
+    let partitions = serde_json::to_value(PartitionOptions::new()).unwrap();
     for key in ["lease_time", "renew_interval", "holder_id", "keys"] {
         assert_eq!(election[key], leadership[key], "`{key}` differs");
+        assert_eq!(election[key], partitions[key], "`{key}` differs for partitions");
     }
 }

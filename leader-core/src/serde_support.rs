@@ -87,20 +87,24 @@ pub(crate) mod field {
         };
     }
 
-    /// The same for options that may be left out (`None`).
+    /// The same for options that may be left out (`None`); `as "name"` names the option
+    /// where the function's name cannot (an option required in one type, optional in another).
     macro_rules! optional_fields {
-        ($($name:ident: $check:path;)*) => {
+        ($($name:ident $(as $option:literal)?: $check:path;)*) => {
             $(
                 pub(crate) fn $name<'de, D: Deserializer<'de>>(
                     d: D,
                 ) -> Result<Option<Duration>, D::Error> {
+                    let option = optional_fields!(@option $name $($option)?);
                     match d.deserialize_option(Optional)? {
-                        Some(value) => $check(stringify!($name), value).map(Some).map_err(D::Error::custom),
+                        Some(value) => $check(option, value).map(Some).map_err(D::Error::custom),
                         None => Ok(None),
                     }
                 }
             )*
         };
+        (@option $name:ident $option:literal) => { $option };
+        (@option $name:ident) => { stringify!($name) };
     }
 
     fields! {
@@ -114,6 +118,8 @@ pub(crate) mod field {
     optional_fields! {
         renew_interval: crate::duration::positive;
         retry_jitter: crate::duration::within_limit;
+        handover_grace: crate::duration::within_limit;
+        optional_retry_interval as "retry_interval": crate::duration::positive;
     }
 
     /// `max_leaders`, checked to be at least 1 where it is read, so an error points at the

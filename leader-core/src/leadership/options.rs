@@ -122,7 +122,8 @@ impl LeadershipOptions {
     }
 
     /// How long a term lasts without renewal, on the store's clock: a crashed leader's slot
-    /// is free again after at most this long. Default: 30 s. At least 1 ms.
+    /// is free again after at most this long. Default: 30 s. At least 1 ms, and 3 ms unless
+    /// `renew_interval` is set (the default cadence, `lease_time / 3`, is at least 1 ms).
     pub fn lease_time(mut self, lease_time: Duration) -> Self {
         self.lease_time = lease_time;
         self

@@ -13,7 +13,10 @@ use crate::key::KeyOptions;
 /// The most partitions a set may have.
 pub const MAX_PARTITIONS: u32 = 1_000_000;
 
-/// How one node of a [`Partitions`](super::Partitions) set holds its partitions.
+/// How one node of a [`Partitions`](super::Partitions) set holds its partitions. Setters
+/// never fail; [`validate`](Self::validate) and `Partitions::start` name the first value out
+/// of range. With feature `serde` it loads from configuration (durations as `"10s"`), checked
+/// as it loads.
 ///
 /// ```
 /// use std::time::Duration;
@@ -25,15 +28,54 @@ pub const MAX_PARTITIONS: u32 = 1_000_000;
 ///     .holder_id("consumer-a");
 /// # let _ = options;
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(remote = "Self", default, deny_unknown_fields)
+)]
 pub struct PartitionOptions {
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::lease_time"
+        )
+    )]
     lease_time: Duration,
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::renew_interval"
+        )
+    )]
     renew_interval: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::optional_retry_interval"
+        )
+    )]
     retry_interval: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::handover_grace"
+        )
+    )]
     handover_grace: Option<Duration>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::serde_support::field::holder_id")
+    )]
     holder_id: Option<String>,
     keys: KeyOptions,
 }
+
+crate::serde_support::validated_serde!(PartitionOptions, PartitionOptions::validate);
 
 impl Default for PartitionOptions {
     fn default() -> Self {
@@ -57,7 +99,8 @@ impl PartitionOptions {
 
     /// How long each partition's lease and the node's announcement live without renewal: a
     /// node that dies leaves its partitions to the others after at most this long (plus one
-    /// renewal interval of theirs). Default: 30 s. At least 3 ms.
+    /// renewal interval of theirs). Default: 30 s. At least 1 ms, and 3 ms unless
+    /// `renew_interval` is set (the default cadence, `lease_time / 3`, is at least 1 ms).
     pub fn lease_time(mut self, lease_time: Duration) -> Self {
         self.lease_time = lease_time;
         self
@@ -105,6 +148,55 @@ impl PartitionOptions {
         self
     }
 
+    /// Checks every option (the key options too) as `Partitions::start` does, touching no
+    /// store; the error names the first value out of range. The set's name and count, and
+    /// the holder id's length with the count it announces, are checked when a node starts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leader_core::PartitionOptions;
+    ///
+    /// let options = PartitionOptions::new()
+    ///     .lease_time(Duration::from_secs(10))
+    ///     .handover_grace(Duration::from_secs(20)); // longer than the lease
+    /// assert_eq!(
+    ///     options.validate().unwrap_err().to_string(),
+    ///     "invalid `handover_grace` 20s: must be at most lease_time (10s)"
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        self.keys.validate()?;
+        self.timing().map(drop)?;
+        holder::chosen_or_default(self.holder_id.as_ref()).map(drop)
+    }
+
+    /// The lease, renewal, retry and hand-over times, checked.
+    fn timing(&self) -> Result<Timing, Error> {
+        let lease_time = positive("lease_time", self.lease_time)?;
+        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
+        let retry_interval = match self.retry_interval {
+            None => (renew_interval / 4).clamp(Duration::from_millis(1), Duration::from_secs(1)),
+            Some(every) if every < Duration::from_millis(1) || every > renew_interval => {
+                return Err(Error::invalid_option(
+                    "retry_interval",
+                    every,
+                    format!("must be between 1ms and renew_interval ({renew_interval:?})"),
+                ));
+            }
+            Some(every) => every,
+        };
+        let handover_grace =
+            within_limit("handover_grace", self.handover_grace.unwrap_or(renew_interval))?;
+        if handover_grace > lease_time {
+            return Err(Error::invalid_option(
+                "handover_grace",
+                handover_grace,
+                format!("must be at most lease_time ({lease_time:?})"),
+            ));
+        }
+        Ok(Timing { lease_time, renew_interval, retry_interval, handover_grace })
+    }
+
     /// Checks the options and resolves the keys of set `name` of `count` partitions.
     pub(crate) fn settings(&self, name: &str, count: u32) -> Result<Settings, Error> {
         // The name alone first: the keys' roles (`{name}/0`) are never empty.
@@ -130,28 +222,8 @@ impl PartitionOptions {
         let partition_keys = (0..count)
             .map(|partition| self.keys.resolve(&format!("{name}/{partition}")))
             .collect::<Result<Vec<_>, _>>()?;
-        let lease_time = positive("lease_time", self.lease_time)?;
-        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
-        let retry_interval = match self.retry_interval {
-            None => (renew_interval / 4).clamp(Duration::from_millis(1), Duration::from_secs(1)),
-            Some(every) if every < Duration::from_millis(1) || every > renew_interval => {
-                return Err(Error::invalid_option(
-                    "retry_interval",
-                    every,
-                    format!("must be between 1ms and renew_interval ({renew_interval:?})"),
-                ));
-            }
-            Some(every) => every,
-        };
-        let handover_grace =
-            within_limit("handover_grace", self.handover_grace.unwrap_or(renew_interval))?;
-        if handover_grace > lease_time {
-            return Err(Error::invalid_option(
-                "handover_grace",
-                handover_grace,
-                format!("must be at most lease_time ({lease_time:?})"),
-            ));
-        }
+        let Timing { lease_time, renew_interval, retry_interval, handover_grace } =
+            self.timing()?;
         let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
         let member_holder = member_holder(&holder_id, count);
         if member_holder.len() > holder::MAX_HOLDER_LEN {
@@ -179,6 +251,14 @@ impl PartitionOptions {
             member_holder: member_holder.into(),
         })
     }
+}
+
+/// The checked times of [`PartitionOptions`].
+struct Timing {
+    lease_time: Duration,
+    renew_interval: Duration,
+    retry_interval: Duration,
+    handover_grace: Duration,
 }
 
 /// Options after validation, with the set's resolved keys.
