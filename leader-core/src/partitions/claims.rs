@@ -125,21 +125,31 @@ impl Claims {
     pub(super) async fn next(&mut self) -> Claimed {
         loop {
             match self.running.join_next().await {
-                Some(Ok(claimed)) => {
-                    if self
-                        .by_index
-                        .get(&claimed.index)
-                        .is_some_and(|(token, _)| *token == claimed.token)
-                    {
-                        self.by_index.remove(&claimed.index);
-                    }
-                    return claimed;
-                }
+                Some(Ok(claimed)) => return self.ended(claimed),
                 // A claim's task never panics; one aborted with the runtime ends nothing.
                 Some(Err(_)) => {}
                 None => std::future::pending::<()>().await,
             }
         }
+    }
+
+    /// A claim that has ended already, if any: what a loop takes after [`next`](Self::next)
+    /// so that claims ending together are handled together.
+    pub(super) fn ready(&mut self) -> Option<Claimed> {
+        loop {
+            // A claim's task never panics; one aborted with the runtime ends nothing.
+            if let Ok(claimed) = self.running.try_join_next()? {
+                return Some(self.ended(claimed));
+            }
+        }
+    }
+
+    /// `claimed`, no longer in flight.
+    fn ended(&mut self, claimed: Claimed) -> Claimed {
+        if self.by_index.get(&claimed.index).is_some_and(|(token, _)| *token == claimed.token) {
+            self.by_index.remove(&claimed.index);
+        }
+        claimed
     }
 
     /// Whether no claim is running (withdrawn ones included).

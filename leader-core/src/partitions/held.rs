@@ -97,7 +97,9 @@ impl Node {
             };
             let ended = match answer {
                 RenewOutcome::Renewed { expires_at, expires_in } => {
-                    held.cell.lease.renewed(expires_at, expires_in, sent_at).err()
+                    let ended = held.cell.lease.renewed(expires_at, expires_in, sent_at).err();
+                    self.next_deadline = self.next_deadline.min(held.cell.lease.deadline());
+                    ended
                 }
                 _ => Some(held.cell.lease.end(LossReason::Refused)),
             };
@@ -149,6 +151,8 @@ impl Node {
             }
         });
         let handle = cell.handle();
+        self.next_deadline = self.next_deadline.min(cell.lease.deadline());
+        self.view_stale = true;
         self.held.insert(index, Held { token, cell: Arc::clone(&cell), slot: Slot::Owned(guard) });
         self.shared.lock().insert(index, cell);
         let _ = self.events.send(PartitionEvent::Assigned(handle));
@@ -160,6 +164,7 @@ impl Node {
     pub(super) fn hand_over(&mut self, index: u32) {
         let Some(held) = self.held.get_mut(&index) else { return };
         held.cell.revoke(LossReason::SteppedDown);
+        self.view_stale = true;
         let Slot::Owned(mut guard) = std::mem::replace(&mut held.slot, Slot::HandingOver) else {
             return;
         };
@@ -200,14 +205,24 @@ impl Node {
         }
     }
 
-    /// Forgets the partitions whose local deadline passed.
+    /// Forgets the partitions whose local deadline passed: a look at each only once the
+    /// earliest deadline has come, so a node taking thousands of partitions does not look at
+    /// all it holds after each grant.
     pub(super) fn forget_expired(&mut self) {
-        let expired: Vec<u32> = self
-            .held
-            .iter()
-            .filter(|(_, held)| held.cell.lease.is_lost())
-            .map(|(i, _)| *i)
-            .collect();
+        let now = Instant::now();
+        if now < self.next_deadline {
+            return;
+        }
+        let mut next_deadline = now + self.settings.lease_time;
+        let mut expired = Vec::new();
+        for (index, held) in &self.held {
+            if held.cell.lease.is_lost() {
+                expired.push(*index);
+            } else {
+                next_deadline = next_deadline.min(held.cell.lease.deadline());
+            }
+        }
+        self.next_deadline = next_deadline;
         for index in expired {
             self.forget(index);
         }
@@ -216,6 +231,7 @@ impl Node {
     /// Forgets partition `index`, and claims it again (under a new token) if it is still
     /// this node's share (it was lost: refused, or its deadline passed).
     pub(super) fn forget(&mut self, index: u32) {
+        self.view_stale = true;
         if let Some(held) = self.held.remove(&index) {
             // The lease's end revoked it already; a hand-over's too.
             let reason = held.cell.lease.loss_reason().unwrap_or(LossReason::Refused);

@@ -186,6 +186,7 @@ impl Node {
             self.share = assigned_to(settings.count, &members, position);
             tracing::info!(set = %settings.name, members = members.len(), share = self.share.len(), "partition members changed");
             self.members = members;
+            self.view_stale = true;
         }
         let share: HashSet<u32> = self.share.iter().copied().collect();
         let extra: Vec<u32> = self

@@ -76,6 +76,10 @@ impl<T> Periodic<T> {
     }
 }
 
+/// The most ended claims one turn of the loop handles, so a burst of grants does not hold
+/// up a renewal.
+const CLAIMS_PER_TURN: usize = 256;
+
 pub(crate) struct Node {
     pub(super) settings: Arc<Settings>,
     pub(super) store: Arc<dyn LeaseStore>,
@@ -90,6 +94,11 @@ pub(crate) struct Node {
     pub(super) share: Vec<u32>,
     pub(super) events: mpsc::UnboundedSender<PartitionEvent>,
     view: watch::Sender<PartitionsView>,
+    /// No held partition's local deadline falls before this: until then nothing held can
+    /// have lapsed, and the loop does not look (an early one costs a look, no more).
+    pub(super) next_deadline: Instant,
+    /// Whether the members, the share or what is owned changed since the view was published.
+    pub(super) view_stale: bool,
 }
 
 impl Node {
@@ -112,6 +121,8 @@ impl Node {
             share: Vec::new(),
             events,
             view,
+            next_deadline: Instant::now(),
+            view_stale: true,
         })
     }
 
@@ -128,7 +139,15 @@ impl Node {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
-                claimed = self.claims.next() => self.on_claimed(claimed),
+                claimed = self.claims.next() => {
+                    // With those that ended meanwhile (a takeover's grants come in bursts):
+                    // one look at what lapsed and one view for them all.
+                    self.on_claimed(claimed);
+                    for _ in 1..CLAIMS_PER_TURN {
+                        let Some(claimed) = self.claims.ready() else { break };
+                        self.on_claimed(claimed);
+                    }
+                }
                 Some(done) = self.handovers.join_next() => {
                     if let Ok(Err(error)) = done {
                         tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "a partition's release failed; trying again in the background");
@@ -182,7 +201,11 @@ impl Node {
         }
     }
 
-    pub(super) fn publish(&self) {
+    /// Publishes the view, if anything in it changed since the last one.
+    pub(super) fn publish(&mut self) {
+        if !std::mem::take(&mut self.view_stale) {
+            return;
+        }
         let view = PartitionsView {
             members: self.members.len(),
             share: self.share.clone(),
@@ -227,6 +250,7 @@ impl Node {
         self.held.clear();
         self.shared.lock().clear();
         self.members.clear();
+        self.view_stale = true;
         self.publish();
         first_error.map_or(Ok(()), Err)
     }

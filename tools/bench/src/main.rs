@@ -15,6 +15,7 @@
 //! cargo run -p leader-bench --release -- --partitions  # only partition leases at scale
 //! cargo run -p leader-bench --release -- --partitions-core 200000  # only one core's load
 //! cargo run -p leader-bench --release -- --partitions-renewal  # only the batched renewal
+//! cargo run -p leader-bench --release -- --partitions-cpu  # one node's CPU at 5k-20k partitions
 //! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
 //! ```
 //!
@@ -28,6 +29,7 @@ mod floor;
 mod heap;
 mod observe;
 mod partitions;
+mod partitions_cpu;
 mod partitions_etcd;
 mod postgres;
 mod server;
@@ -127,6 +129,10 @@ async fn main() {
             println!("{line}")
         })
         .await;
+        return;
+    }
+    if args.iter().any(|a| a == "--partitions-cpu") {
+        partitions_cpu::run(&server, &|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--partitions-renewal") {
