@@ -123,6 +123,10 @@ def main():
     args.filter = filter_args
     LOGS.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
+    malformed = [pair for pair in args.again_env if "=" not in pair]
+    if malformed:
+        print(f"--again-env takes VAR=VALUE, not {', '.join(malformed)}", file=sys.stderr)
+        return 2
     again_env = dict(pair.split("=", 1) for pair in args.again_env)
     binaries = [(name, exe, directory, None) for name, exe, directory, _ in build(args.cargo_args)]
     missing = set(args.again) - {b[0] for b in binaries}
