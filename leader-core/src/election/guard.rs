@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use super::background;
 use crate::backoff::{Backoff, FIRST_PAUSE, RELEASE_RETRY_CEILING};
 use crate::error::Error;
@@ -95,6 +97,26 @@ impl SlotGuard {
         self.release_keeping(Duration::ZERO).await.ok()
     }
 
+    /// [`release`](Self::release) (`keep_min_lease`) or [`give_back`](Self::give_back),
+    /// tried again with the backoff while the store fails transiently, until it answers,
+    /// fails for good or `stopped` is cancelled: what an owner does whose session would keep
+    /// an abandoned slot alive for as long as the owner lives (a partitions node on etcd),
+    /// however long the store is out. After a transient failure the guard stays armed, so
+    /// dropping it goes on trying in the background.
+    pub(crate) async fn release_until_stopped(
+        &mut self,
+        keep_min_lease: bool,
+        stopped: &CancellationToken,
+    ) -> Result<ReleaseOutcome, Error> {
+        let min_lease_time = if keep_min_lease { self.min_lease_time } else { Duration::ZERO };
+        let give_up = GiveUp::On(stopped);
+        let result =
+            release_until_answered(&*self.store, &self.key, self.token, min_lease_time, give_up)
+                .await;
+        self.armed = matches!(&result, Err(error) if error.is_transient());
+        result
+    }
+
     /// The store ended the slot itself (it refused a renewal): nothing to give back.
     pub(crate) fn forget(&mut self) {
         self.armed = false;
@@ -127,7 +149,8 @@ impl Drop for SlotGuard {
         // The current runtime, or else (a drop on a plain thread) the one it was made on.
         match tokio::runtime::Handle::try_current().ok().or_else(|| self.runtime.clone()) {
             Some(runtime) => background::spawn_release(&runtime, async move {
-                release_until_answered(&*store, &key, token, min_lease, give_up_at).await;
+                let give_up = GiveUp::At(give_up_at);
+                let _ = release_until_answered(&*store, &key, token, min_lease, give_up).await;
             }),
             None => tracing::warn!(
                 key = %key,
@@ -145,30 +168,53 @@ pub(crate) fn release_retry_limit(lease_time: Duration) -> Duration {
     lease_time.max(Duration::from_secs(60))
 }
 
-/// Releases the slot, trying again while the store fails transiently, until it answers or
-/// `give_up_at`.
+/// When a release tried again gives up (the slot then lives out its lease at the store).
+#[derive(Clone, Copy)]
+enum GiveUp<'a> {
+    /// At this moment: a guard dropped, whose owner is gone.
+    At(tokio::time::Instant),
+    /// Once this is cancelled: an owner that lives on, and whose session would keep an
+    /// abandoned slot alive (a partitions node), gives up when it stops.
+    On(&'a CancellationToken),
+}
+
+/// Releases the slot, trying again with the backoff while the store fails transiently,
+/// until it answers, fails for good, or `give_up` says so; the last answer.
 async fn release_until_answered(
     store: &dyn LeaseStore,
     key: &str,
     token: LeaseToken,
     min_lease_time: Duration,
-    give_up_at: tokio::time::Instant,
-) {
+    give_up: GiveUp<'_>,
+) -> Result<ReleaseOutcome, Error> {
     let mut backoff = Backoff::new(FIRST_PAUSE, RELEASE_RETRY_CEILING);
     loop {
-        match telemetry::release(store, key, token, min_lease_time).await {
+        let error = match telemetry::release(store, key, token, min_lease_time).await {
             Ok(outcome) => {
                 tracing::debug!(key, ?outcome, "slot released");
-                return;
+                return Ok(outcome);
             }
-            Err(error) => {
-                let pause = backoff.next_pause();
-                if !error.is_transient() || tokio::time::Instant::now() + pause >= give_up_at {
-                    tracing::warn!(key, %error, "release failed; given up (the slot expires at the end of its lease)");
-                    return;
+            Err(error) => error,
+        };
+        let pause = backoff.next_pause();
+        let given_up = !error.is_transient()
+            || matches!(give_up, GiveUp::At(at) if tokio::time::Instant::now() + pause >= at);
+        if given_up {
+            tracing::warn!(key, %error, "release failed; given up (the slot expires at the end of its lease)");
+            return Err(error);
+        }
+        if matches!(give_up, GiveUp::On(stopped) if stopped.is_cancelled()) {
+            tracing::debug!(key, %error, "release failed; its owner stops");
+            return Err(error);
+        }
+        tracing::debug!(key, %error, ?pause, "release failed; trying again");
+        match &give_up {
+            GiveUp::At(_) => tokio::time::sleep(pause).await,
+            GiveUp::On(stopped) => {
+                tokio::select! {
+                    () = stopped.cancelled() => {}
+                    () = tokio::time::sleep(pause) => {}
                 }
-                tracing::debug!(key, %error, ?pause, "release failed; trying again");
-                tokio::time::sleep(pause).await;
             }
         }
     }

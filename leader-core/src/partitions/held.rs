@@ -170,23 +170,26 @@ impl Node {
         };
         self.shared.lock().remove(&index);
         let cell = Arc::clone(&held.cell);
-        let grace = self.settings.handover_grace;
+        let (grace, stopping) = (self.settings.handover_grace, self.stopping.clone());
         self.handovers.spawn(async move {
             let _ = tokio::time::timeout(grace, cell.handles_dropped()).await;
-            // A release the store does not answer is tried again in the background when
-            // the guard drops, armed.
-            let released = guard.release().await;
+            // A release the store does not answer is tried again while the node runs (on
+            // etcd its session would keep the slot alive), then in the background.
+            let released = guard.release_until_stopped(true, &stopping).await;
             cell.lease.released();
             released.map(drop)
         });
     }
 
     /// Gives back what `guard` may hold (a grant no longer wanted, a claim withdrawn after
-    /// a lost reply), beside the loop.
+    /// a lost reply, a partition lapsed here), beside the loop: tried again while the node
+    /// runs and the store does not answer, since on etcd the node's session would keep the
+    /// slot alive for as long as the node lives, and every claim of it would be refused.
     pub(super) fn give_back(&mut self, mut guard: SlotGuard) {
         if guard.is_armed() {
+            let stopping = self.stopping.clone();
             self.handovers.spawn(async move {
-                guard.give_back().await;
+                let _ = guard.release_until_stopped(false, &stopping).await;
                 Ok(())
             });
         }

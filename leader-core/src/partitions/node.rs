@@ -99,6 +99,9 @@ pub(crate) struct Node {
     pub(super) next_deadline: Instant,
     /// Whether the members, the share or what is owned changed since the view was published.
     pub(super) view_stale: bool,
+    /// Cancelled when the node stops: the releases it tries again until then give up (each
+    /// goes on in the background, for a while, from its guard).
+    pub(super) stopping: CancellationToken,
 }
 
 impl Node {
@@ -123,6 +126,7 @@ impl Node {
             view,
             next_deadline: Instant::now(),
             view_stale: true,
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -188,6 +192,7 @@ impl Node {
             self.forget_expired();
             self.publish();
         }
+        self.stopping.cancel();
         // A read left in flight changes nothing; a renewal's answer is not needed to release.
         renewal.abort();
         read.abort();

@@ -314,7 +314,9 @@ impl LeaseStore for EtcdStore {
         crate::store::located(&self.inner.endpoint, async {
             crate::duration::within_limit("min_lease_time", min_lease_time)?;
             let keys = self.keys(key)?;
-            self.release_slot(&keys, token, min_lease_time).await
+            let released = self.release_slot(&keys, token, min_lease_time).await?;
+            self.session_released(token);
+            Ok(released)
         })
         .await
     }

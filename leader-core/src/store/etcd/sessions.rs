@@ -174,6 +174,35 @@ impl EtcdStore {
         }
     }
 
+    /// Ends session `session` here once the slot whose token is the session itself (its
+    /// anchor, as a partitions node's announcement is) was released: its keep-alive stream
+    /// is closed and its lease forgotten, so nothing in this store keeps the lease alive any
+    /// more (each node stopped would otherwise leave a stream open for the life of the
+    /// process). A slot of the session still renewed opens a stream again; the others end
+    /// with the lease.
+    pub(crate) fn session_released(&self, session: LeaseToken) {
+        let mut ended = Vec::new();
+        let mut by_session =
+            self.inner.sessions.by_session.lock().unwrap_or_else(|p| p.into_inner());
+        by_session.retain(|(token, _), entry| {
+            if *token != session {
+                return true;
+            }
+            // An acquire in the session holds its lock: its stream, if any, closes with the
+            // store (this is rare: a session released while it acquires).
+            if let Ok(current) = entry.try_lock()
+                && let Some(lease) = *current
+            {
+                ended.push(lease.id);
+            }
+            false
+        });
+        drop(by_session);
+        for lease in ended {
+            self.inner.keep_alives.forget(lease);
+        }
+    }
+
     /// Deletes `held`'s slot key in the background if it is still that grant (a session
     /// slot abandoned: its lease carries other slots, so it is not revoked).
     pub(crate) fn delete_behind(&self, keys: &GroupKeys, held: &Held) {

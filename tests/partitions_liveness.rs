@@ -1,0 +1,204 @@
+//! Partition leases keep every partition owned: at thousands of partitions (a lone node
+//! takes them all at once; a survivor takes a dead node's within a lease, plus one TTL on
+//! etcd, however many there are), after a long etcd quorum loss, and without leaving a
+//! keep-alive stream open per stopped node.
+
+mod support;
+
+use std::time::Duration;
+
+use leader::{LeaseStore, MemoryStore, PartitionEvent, PartitionOptions, Partitions};
+use support::eventually;
+use tokio::time::Instant;
+
+/// Starts node `holder` of set `name` whose events a task consumes, dropping each
+/// partition's handle once its work must stop (so a hand-over never waits for it).
+async fn node(
+    name: &str,
+    count: u32,
+    store: impl LeaseStore + 'static,
+    holder: &str,
+    lease: Duration,
+) -> Partitions {
+    let options = PartitionOptions::new().lease_time(lease).holder_id(holder);
+    let mut node = Partitions::start(name, count, store, options).await.expect("start");
+    let mut events = node.take_events();
+    tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            if let PartitionEvent::Assigned(partition) = event {
+                tokio::spawn(async move { partition.cancelled().await });
+            }
+        }
+    });
+    node
+}
+
+/// Waits until `nodes` own every partition of `count` between them, once each; how long
+/// that took.
+async fn until_all_owned(
+    nodes: &[&Partitions],
+    count: u32,
+    within: Duration,
+    what: &str,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let mut owned: Vec<u32> = nodes.iter().flat_map(|node| node.view().owned).collect();
+        owned.sort_unstable();
+        if owned.len() == count as usize && owned.iter().copied().eq(0..count) {
+            let took = started.elapsed();
+            println!("{what}: all {count} owned after {took:?}");
+            return took;
+        }
+        let loads: Vec<usize> = nodes.iter().map(|node| node.view().owned.len()).collect();
+        assert!(
+            started.elapsed() < within,
+            "{what}: not all {count} partitions owned within {within:?}: {loads:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A lone node on the memory store owns 20,000 partitions within seconds: its loop's cost
+/// per grant does not grow with what it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_node_owns_20000_partitions_within_seconds() {
+    let count = 20_000;
+    let lone = node("many", count, MemoryStore::new(), "lone", Duration::from_secs(10)).await;
+    until_all_owned(&[&lone], count, Duration::from_secs(5), "a lone node").await;
+    lone.stop().await.unwrap();
+}
+
+/// On Redis, 4,096 partitions: a lone node takes them all at once (not 128 per retry
+/// interval), and after a second node joined and the first died (its store unreachable for
+/// good), the survivor owns all 4,096 within the dead node's lease plus a margin.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_takes_4096_partitions_within_a_lease_on_redis() {
+    use support::proxy::{Fault, Proxy};
+    let server = support::redis_server::RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let (count, lease) = (4096, Duration::from_secs(2));
+    let dying_store = leader::store::builder(proxy.url())
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let dying = node("fleet", count, dying_store, "dying", lease).await;
+    until_all_owned(&[&dying], count, Duration::from_secs(3), "a lone node").await;
+    let survivor_store = leader::store::connect(&server.url()).await.unwrap();
+    let survivor = node("fleet", count, survivor_store, "survivor", lease).await;
+    eventually(Duration::from_secs(10), "the survivor owns its half", || async {
+        survivor.view().owned.len() == count as usize / 2
+    })
+    .await;
+    proxy.set(Fault::BlackHole);
+    let took =
+        until_all_owned(&[&survivor], count, lease + Duration::from_secs(2), "the survivor").await;
+    assert!(took >= lease / 2, "taken after {took:?}: before the dead node's lease could end");
+    survivor.stop().await.unwrap();
+}
+
+/// On etcd, a dead node's 512 partitions come back together: each takeover waits out its
+/// lock-delay (one TTL) at the same time as the others, not 128 at a time.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_takes_1024_partitions_within_a_lease_and_a_ttl_on_etcd() {
+    use leader::EtcdStore;
+    use support::etcd::EtcdServer;
+    use support::proxy::{Fault, Proxy};
+    let server = EtcdServer::start();
+    let proxy = Proxy::start(server.member.client_port).await;
+    let (count, lease) = (1024, Duration::from_secs(2));
+    let dying_store = EtcdStore::builder(format!("etcd://127.0.0.1:{}", proxy.port))
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let dying = node("fleet", count, dying_store, "dying", lease).await;
+    let survivor_store = EtcdStore::connect(&server.url()).await.unwrap();
+    let survivor = node("fleet", count, survivor_store, "survivor", lease).await;
+    let halves = Duration::from_secs(20);
+    eventually(halves, "the nodes own half each", || async {
+        survivor.view().owned.len() == count as usize / 2
+            && dying.view().owned.len() == count as usize / 2
+    })
+    .await;
+    proxy.set(Fault::BlackHole);
+    // The dead node's session expires after a lease; each of its partitions is then granted
+    // after its lock-delay, one TTL (the lease) more.
+    let within = 2 * lease + Duration::from_secs(3);
+    let took = until_all_owned(&[&survivor], count, within, "the survivor").await;
+    assert!(took >= 2 * lease - lease / 4, "taken after {took:?}: before the lock-delay ended");
+    survivor.stop().await.unwrap();
+}
+
+/// On etcd, after a quorum loss of many leases (two followers of three paused), every
+/// partition is owned again within a lease, a lock-delay and a few seconds: the slots a node
+/// gave up in its session are given back (tried again while the node lives), not left to
+/// the session lease its renewals keep alive.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_partition_is_owned_again_after_a_long_etcd_quorum_loss() {
+    use leader::EtcdStore;
+    use support::etcd::EtcdCluster;
+    let cluster = EtcdCluster::start(3).await;
+    let (count, lease) = (16, Duration::from_secs(2));
+    let connect = || async {
+        EtcdStore::builder(cluster.url())
+            .command_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let one = node("fleet", count, connect().await, "one", lease).await;
+    let two = node("fleet", count, connect().await, "two", lease).await;
+    eventually(Duration::from_secs(20), "the nodes own half each", || async {
+        one.view().owned.len() == count as usize / 2 && two.view().owned.len() == count as usize / 2
+    })
+    .await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(5)).await;
+    let followers: Vec<usize> = (0..cluster.members.len()).filter(|m| *m != leader).collect();
+    for member in &followers {
+        cluster.members[*member].pause();
+    }
+    // Seven leases: every partition lapses at the nodes, and their releases fail until the
+    // quorum is back.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    assert!(one.view().owned.is_empty() && two.view().owned.is_empty(), "owned without a quorum");
+    for member in &followers {
+        cluster.members[*member].resume();
+    }
+    cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let within = 2 * lease + Duration::from_secs(5);
+    until_all_owned(&[&one, &two], count, within, "after the quorum loss").await;
+    one.stop().await.unwrap();
+    two.stop().await.unwrap();
+}
+
+/// On etcd, a stopped node leaves no keep-alive stream open: 20 nodes started and stopped
+/// one after another on one store leave the member with the streams it had before.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_nodes_leave_no_keep_alive_stream_open_on_etcd() {
+    use support::etcd_store::solo;
+    let (store, server) = solo().await;
+    let keep_alive = "grpc_method=\"LeaseKeepAlive\"";
+    let open_streams = || {
+        let started = server.member.metric_with("grpc_server_started_total", keep_alive);
+        let handled = server.member.metric_with("grpc_server_handled_total", keep_alive);
+        started.unwrap_or(0.0) - handled.unwrap_or(0.0)
+    };
+    let lease = Duration::from_secs(2);
+    for round in 0..20 {
+        let node = node("churn", 4, store.clone(), &format!("node-{round}"), lease).await;
+        eventually(Duration::from_secs(10), "the node owns its partitions", || async {
+            node.view().owned.len() == 4
+        })
+        .await;
+        // Past a renewal: the session's keep-alive stream is open.
+        tokio::time::sleep(lease / 2).await;
+        node.stop().await.unwrap();
+    }
+    eventually(Duration::from_secs(5), "every stream closed", || async { open_streams() < 1.0 })
+        .await;
+}
