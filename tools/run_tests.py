@@ -38,7 +38,6 @@ SLOW_FIRST = [
     "etcd_store",
     "postgres_store",
     "etcd_faults",
-    "partitions_liveness",
     "cli",
     "redis_cluster",
     "postgres_tls",
@@ -115,7 +114,7 @@ def main():
     filter_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("LEADER_TEST_JOBS", "4")))
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("LEADER_TEST_JOBS", "3")))
     parser.add_argument("--no-doc", action="store_true", help="leave the doctests out")
     parser.add_argument("--again", action="append", default=[], metavar="NAME", help="run this binary a second time, with --again-env")
     parser.add_argument("--again-env", action="append", default=[], metavar="VAR=VALUE", help="a variable of the second runs")

@@ -1,8 +1,6 @@
 //! The short run of every fault scenario (one fault each, 1 s leases), each judged by the
-//! checker: real candidate processes, a real redis-server, real signals. They run two at a
-//! time (each its own servers and candidates on ports of its own): a scenario spends most
-//! of its few seconds waiting out leases and faults, and two leave the CPU mostly idle, as
-//! their recovery-time measurements need on a small machine.
+//! checker: real candidate processes, a real redis-server, real signals. They run one at
+//! a time, since they measure recovery times on a small machine.
 //!
 //! Every scenario runs with `Leadership` candidates; one per kind of fault and store runs
 //! with per-call candidates too (a `run_if_leader` closure, or `acquire`'s guard), and a set
@@ -10,48 +8,21 @@
 //! in each mode is `cargo run -p leader-chaos --release -- --mode guard` (or `closure`,
 //! `partitions`).
 
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 
 use leader_chaos::candidate::CandidateMode;
 use leader_chaos::lab::run_scenario;
 use leader_chaos::report;
 use leader_chaos::scenario::{SCENARIOS, Timing};
 
-/// How many scenarios run at once.
-const AT_ONCE: usize = 2;
-
-/// The scenarios running now, and what wakes one waiting for its turn.
-static RUNNING: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
-
-/// A scenario's turn: one of [`AT_ONCE`], given back when dropped (a failed one included).
-struct Turn;
-
-impl Turn {
-    fn take() -> Turn {
-        let (running, freed) = &RUNNING;
-        let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
-        while *running >= AT_ONCE {
-            running = freed.wait(running).unwrap_or_else(|p| p.into_inner());
-        }
-        *running += 1;
-        Turn
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        let (running, freed) = &RUNNING;
-        *running.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-        freed.notify_one();
-    }
-}
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(name: &str) {
     run_in(name, CandidateMode::Leadership);
 }
 
 fn run_in(name: &str, mode: CandidateMode) {
-    let _turn = Turn::take();
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let scenario = SCENARIOS.iter().find(|s| s.name == name).expect("a scenario of that name");
     let program = std::path::Path::new(env!("CARGO_BIN_EXE_leader-chaos"));
     let runtime =
