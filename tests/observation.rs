@@ -323,3 +323,53 @@ async fn a_store_and_a_name_are_enough_to_observe() {
     assert!(working.await.unwrap().unwrap().is_elected());
     assert_eq!(pool.changed().await.unwrap().max_leaders, None, "empty again: unknown");
 }
+
+/// On etcd, whose times to live are whole seconds (a slot's last second reads as 0), an
+/// observer reads a crashed holder's group a few times while its slot runs out, not every
+/// millisecond of its last second.
+#[cfg(feature = "etcd")]
+#[tokio::test]
+async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use leader::store::{GroupSnapshot, Layered, StoreLayer};
+
+    /// Counts the state reads made through it.
+    #[derive(Debug, Default)]
+    struct Reads(AtomicUsize);
+    #[async_trait::async_trait]
+    impl StoreLayer for Reads {
+        async fn state(
+            &self,
+            inner: &dyn LeaseStore,
+            key: &str,
+        ) -> Result<GroupSnapshot, leader::Error> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            inner.state(key).await
+        }
+    }
+
+    let (holding, server) = support::etcd_store::solo().await;
+    let reads = Arc::new(Reads::default());
+    let observing: SharedStore = Arc::new(Layered::new(
+        Arc::clone(&reads),
+        leader::EtcdStore::connect(&server.url()).await.unwrap(),
+    ));
+    let mut observer = GroupObserver::start_with_keys(
+        &observing,
+        "crashed",
+        &leader::KeyOptions::new().exact_key(KEY),
+    )
+    .await
+    .unwrap();
+    // Granted for 2 s and never renewed: the holder crashed.
+    let holding: SharedStore = Arc::new(holding);
+    let fence = take(&holding, "10.0.0.9:8080", token(), 2 * SECOND).await;
+    assert_eq!(next(&mut observer).await, [("10.0.0.9:8080".to_owned(), fence)]);
+    let (before, started) = (reads.0.load(Ordering::Relaxed), Instant::now());
+    assert_eq!(next(&mut observer).await, []);
+    let (made, took) = (reads.0.load(Ordering::Relaxed) - before, started.elapsed());
+    println!("{made} reads in the {took:?} until the crashed holder's slot was gone");
+    assert!(made <= 4, "{made} reads in {took:?}");
+}

@@ -202,3 +202,61 @@ async fn stopped_nodes_leave_no_keep_alive_stream_open_on_etcd() {
     eventually(Duration::from_secs(5), "every stream closed", || async { open_streams() < 1.0 })
         .await;
 }
+
+/// On etcd, whose times to live are whole seconds (an announcement's last second reads as
+/// 0), a survivor reads the members a few times while a dead node's announcement runs out,
+/// not every few milliseconds of its last second.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_members_last_second_costs_a_few_reads_on_etcd() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use leader::store::{GroupSnapshot, Layered, StoreLayer};
+    use leader::{Error, EtcdStore};
+    use support::etcd::EtcdServer;
+    use support::proxy::{Fault, Proxy};
+
+    /// Counts the reads of the members' group.
+    #[derive(Debug, Default)]
+    struct MemberReads(AtomicUsize);
+    #[async_trait::async_trait]
+    impl StoreLayer for MemberReads {
+        async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
+            if key.ends_with("/members") {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+            inner.state(key).await
+        }
+    }
+
+    let server = EtcdServer::start();
+    let proxy = Proxy::start(server.member.client_port).await;
+    let lease = Duration::from_secs(2);
+    let dying_store = EtcdStore::builder(format!("etcd://127.0.0.1:{}", proxy.port))
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let dying = node("paced", 8, dying_store, "dying", lease).await;
+    let reads = Arc::new(MemberReads::default());
+    let survivor_store =
+        Layered::new(Arc::clone(&reads), EtcdStore::connect(&server.url()).await.unwrap());
+    let survivor = node("paced", 8, survivor_store, "survivor", lease).await;
+    eventually(Duration::from_secs(20), "the nodes own half each", || async {
+        survivor.view().owned.len() == 4 && dying.view().owned.len() == 4
+    })
+    .await;
+    proxy.set(Fault::BlackHole);
+    let (before, started) = (reads.0.load(Ordering::Relaxed), Instant::now());
+    eventually(2 * lease + Duration::from_secs(3), "the survivor alone", || async {
+        survivor.view().members == 1
+    })
+    .await;
+    let (made, took) = (reads.0.load(Ordering::Relaxed) - before, started.elapsed());
+    println!("{made} reads of the members in the {took:?} until the dead node left them");
+    // A read per renewal (a third of the lease) and a few around the expiry.
+    let allowed = (took.as_millis() / (lease / 3).as_millis()) as usize + 4;
+    assert!(made <= allowed, "{made} reads of the members in {took:?}, allowed {allowed}");
+    survivor.stop().await.unwrap();
+}

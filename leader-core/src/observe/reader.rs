@@ -123,13 +123,15 @@ async fn read_changes(store: SharedStore, key: String, seen: watch::Sender<Seen>
                 backoff.reset();
                 // The store counted `expires_in` from a moment between the request and its
                 // reply: from the reply, the look comes after the expiry, so one read
-                // confirms it.
+                // confirms it. What is left is rounded down to the store's resolution (whole
+                // seconds on etcd): a slot read with less left is looked at that much later.
                 let replied_at = Instant::now();
+                let resolution = store.expiry_resolution();
                 let nearest = snapshot
                     .leaders
                     .iter()
                     .chain(&snapshot.pending)
-                    .map(|slot| slot.expires_in)
+                    .map(|slot| slot.expires_in.max(resolution))
                     .min();
                 shared(&seen, &key, Read { snapshot, sent_at });
                 nearest.map(|expires_in| replied_at + expires_in + AFTER_EXPIRY)

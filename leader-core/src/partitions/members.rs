@@ -152,14 +152,17 @@ impl Node {
                 return retry;
             }
         };
-        // A store whose expiries are whole seconds answers 0 in an announcement's last
-        // second: read again after a short pause then, not at once.
+        // The store rounds what is left down to its resolution (whole seconds on etcd): an
+        // announcement read with less left may live that long yet, so the next look comes no
+        // sooner (a store with change watches wakes the node when it ends anyway), and
+        // never within a short pause of this one.
+        let resolution = self.store.expiry_resolution();
         let soonest = Instant::now() + settings.retry_interval.min(FIRST_PAUSE);
         let first_expiry = group
             .leaders
             .iter()
             .filter(|slot| *slot.holder != *settings.member_holder)
-            .map(|slot| (read_at + slot.expires_in + EXPIRY_MARGIN).max(soonest))
+            .map(|slot| (read_at + slot.expires_in.max(resolution) + EXPIRY_MARGIN).max(soonest))
             .min();
         let members = members_of(&group, &settings.member_holder);
         if members != self.members {

@@ -71,6 +71,11 @@ pub trait StoreLayer: Debug + Send + Sync {
         inner.coordinates()
     }
 
+    /// [`LeaseStore::expiry_resolution`]. Default: the wrapped store's.
+    fn expiry_resolution(&self, inner: &dyn LeaseStore) -> Duration {
+        inner.expiry_resolution()
+    }
+
     /// [`LeaseStore::acquire`]. Default: the wrapped store's.
     async fn acquire(
         &self,
@@ -158,6 +163,10 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
 
     fn coordinates(&self, inner: &dyn LeaseStore) -> bool {
         (**self).coordinates(inner)
+    }
+
+    fn expiry_resolution(&self, inner: &dyn LeaseStore) -> Duration {
+        (**self).expiry_resolution(inner)
     }
 
     async fn acquire(
@@ -264,6 +273,10 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
 
     fn coordinates(&self) -> bool {
         self.layer.coordinates(&self.inner)
+    }
+
+    fn expiry_resolution(&self) -> Duration {
+        self.layer.expiry_resolution(&self.inner)
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {

@@ -362,6 +362,14 @@ pub trait LeaseStore: Debug + Send + Sync {
         true
     }
 
+    /// The unit in which [`state`](Self::state) reports a slot's `expires_in` (rounded
+    /// down): a slot read with less than this left may live up to this long yet. A reader
+    /// that looks again at a slot's expiry looks no sooner than this after its read. Default:
+    /// 1 ms; etcd's times to live are whole seconds.
+    fn expiry_resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
     /// Grants a slot if one is free, or reports when the earliest one expires.
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error>;
 
@@ -461,6 +469,10 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     fn coordinates(&self) -> bool {
         (**self).coordinates()
+    }
+
+    fn expiry_resolution(&self) -> Duration {
+        (**self).expiry_resolution()
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {

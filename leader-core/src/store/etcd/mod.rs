@@ -262,6 +262,11 @@ impl LeaseStore for EtcdStore {
         "etcd"
     }
 
+    /// A lease's time to live is read in whole seconds.
+    fn expiry_resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
             crate::duration::positive("lease_time", request.lease_time)?;
