@@ -176,7 +176,8 @@ async fn every_partition_is_owned_again_after_a_long_etcd_quorum_loss() {
 }
 
 /// On etcd, a stopped node leaves no keep-alive stream open: 20 nodes started and stopped
-/// one after another on one store leave the member with the streams it had before.
+/// one after another on one store leave the member with the streams it had before, and the
+/// store with no session lease on record.
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_nodes_leave_no_keep_alive_stream_open_on_etcd() {
@@ -201,6 +202,9 @@ async fn stopped_nodes_leave_no_keep_alive_stream_open_on_etcd() {
     }
     eventually(Duration::from_secs(5), "every stream closed", || async { open_streams() < 1.0 })
         .await;
+    // Nor a session lease: the store's own records of them do not grow with churn.
+    let debug = format!("{store:?}");
+    assert!(debug.contains("session_leases: 0"), "session leases kept: {debug}");
 }
 
 /// On etcd, whose times to live are whole seconds (an announcement's last second reads as

@@ -450,6 +450,7 @@ impl fmt::Debug for EtcdStore {
         f.debug_struct("EtcdStore")
             .field("cluster", &self.inner.description)
             .field("members", &self.inner.members.endpoints())
+            .field("session_leases", &self.inner.sessions.lease_count())
             .finish()
     }
 }

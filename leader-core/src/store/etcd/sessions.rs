@@ -62,6 +62,11 @@ impl Sessions {
         self.ids.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many session leases the store knows of.
+    pub(crate) fn lease_count(&self) -> usize {
+        self.ids().len()
+    }
+
     /// Every session lease's id, as a copy.
     pub(crate) fn lease_ids(&self) -> HashSet<i64> {
         self.ids().clone()
@@ -164,6 +169,7 @@ impl EtcdStore {
     /// Forgets session lease `lease` (a transaction found it gone): the session's next
     /// acquire is granted a new one.
     pub(crate) fn session_lease_gone(&self, lease: i64) {
+        self.inner.sessions.ids().remove(&lease);
         let by_session = self.inner.sessions.by_session.lock().unwrap_or_else(|p| p.into_inner());
         for entry in by_session.values() {
             if let Ok(mut current) = entry.try_lock()
@@ -178,8 +184,11 @@ impl EtcdStore {
     /// anchor, as a partitions node's announcement is) was released: its keep-alive stream
     /// is closed and its lease forgotten, so nothing in this store keeps the lease alive any
     /// more (each node stopped would otherwise leave a stream open for the life of the
-    /// process). A slot of the session still renewed opens a stream again; the others end
-    /// with the lease.
+    /// process), nor records it (the store's records do not grow with churn). A slot of the
+    /// session still renewed opens a stream again; the others end with the lease. Such a
+    /// slot keeps what it was granted as (a session's lease is not its own to revoke); if the
+    /// lease is revoked all the same (an acquire in flight at the release settling its
+    /// unanswered transaction), its slots' markers still hold their lock-delay.
     pub(crate) fn session_released(&self, session: LeaseToken) {
         let mut ended = Vec::new();
         let mut by_session =
@@ -198,6 +207,11 @@ impl EtcdStore {
             false
         });
         drop(by_session);
+        let mut ids = self.inner.sessions.ids();
+        for lease in &ended {
+            ids.remove(lease);
+        }
+        drop(ids);
         for lease in ended {
             self.inner.keep_alives.forget(lease);
         }
