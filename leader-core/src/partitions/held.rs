@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::claims::Claimed;
 use super::node::Node;
-use super::partition::{Cell, PartitionEvent};
+use super::partition::Cell;
 use crate::election::candidate::Won;
 use crate::election::guard::SlotGuard;
 use crate::election::{Lease, LossReason};
@@ -155,7 +155,7 @@ impl Node {
         self.view_stale = true;
         self.held.insert(index, Held { token, cell: Arc::clone(&cell), slot: Slot::Owned(guard) });
         self.shared.lock().insert(index, cell);
-        let _ = self.events.send(PartitionEvent::Assigned(handle));
+        self.events.assigned(handle);
     }
 
     /// Starts handing partition `index` over: its work is told to stop, and once its

@@ -21,6 +21,7 @@
 
 mod assignment;
 mod claims;
+mod events;
 mod held;
 mod members;
 mod node;
@@ -29,7 +30,7 @@ mod partition;
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +39,7 @@ pub use partition::{Partition, PartitionEvent};
 
 use crate::error::Error;
 use crate::store::LeaseStore;
+use events::EventReceiver;
 use node::{Node, Shared};
 
 /// What a node of a partition set sees now.
@@ -84,7 +86,7 @@ pub struct Partitions {
     count: u32,
     shared: Arc<Shared>,
     view: watch::Receiver<PartitionsView>,
-    events: mpsc::UnboundedReceiver<PartitionEvent>,
+    events: EventReceiver,
     stop: CancellationToken,
     task: Option<JoinHandle<Result<(), Error>>>,
 }
@@ -115,7 +117,7 @@ impl Partitions {
         }
         let store: Arc<dyn LeaseStore> = Arc::new(store);
         let shared = Arc::new(Shared::default());
-        let (events_tx, events) = mpsc::unbounded_channel();
+        let (events_tx, events) = events::queue();
         let (view_tx, view) = watch::channel(PartitionsView::default());
         let mut node =
             Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
@@ -176,17 +178,24 @@ impl Partitions {
 
     /// The next change of the partitions this node owns; `None` once the node has stopped
     /// and every event was read, or once the events were taken by
-    /// [`take_events`](Self::take_events). Events wait here until read; an unread
-    /// [`PartitionEvent::Assigned`] holds a handle of its partition (see [`Partition`]).
+    /// [`take_events`](Self::take_events). Events wait here until read, but a grant
+    /// revoked before its [`PartitionEvent::Assigned`] was read is told by neither event
+    /// (the unread event's handle of the partition is dropped with it, so it holds no
+    /// hand-over back): what waits is bounded by the partitions, read or not.
     pub async fn next_event(&mut self) -> Option<PartitionEvent> {
-        self.events.recv().await
+        self.events.next().await
+    }
+
+    /// How many events wait to be read by [`next_event`](Self::next_event) (0 once they
+    /// were taken by [`take_events`](Self::take_events)).
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
     }
 
     /// The stream of events, for a task of its own (the node's own
     /// [`next_event`](Self::next_event) answers `None` from then on).
     pub fn take_events(&mut self) -> PartitionEvents {
-        let (_, closed) = mpsc::unbounded_channel();
-        PartitionEvents { events: std::mem::replace(&mut self.events, closed) }
+        PartitionEvents { events: std::mem::replace(&mut self.events, EventReceiver::ended()) }
     }
 
     /// Stops the node: every partition is handed over (its work told to stop, then
@@ -211,14 +220,20 @@ impl Partitions {
 /// A node's events, taken from it by [`Partitions::take_events`].
 #[derive(Debug)]
 pub struct PartitionEvents {
-    events: mpsc::UnboundedReceiver<PartitionEvent>,
+    events: EventReceiver,
 }
 
 impl PartitionEvents {
     /// The next change of the partitions the node owns; `None` once the node has stopped
-    /// and every event was read.
+    /// and every event was read. A grant revoked before its `Assigned` was read is told by
+    /// neither event (see [`Partitions::next_event`]).
     pub async fn next(&mut self) -> Option<PartitionEvent> {
-        self.events.recv().await
+        self.events.next().await
+    }
+
+    /// How many events wait to be read.
+    pub fn pending(&self) -> usize {
+        self.events.len()
     }
 }
 

@@ -11,17 +11,18 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::PartitionsView;
 use super::claims::Claims;
+use super::events::EventSender;
 use super::held::Held;
 use super::members::Membership;
 use super::options::Settings;
-use super::partition::{Cell, PartitionEvent};
+use super::partition::Cell;
 use crate::error::Error;
 use crate::store::LeaseStore;
 
@@ -92,7 +93,7 @@ pub(crate) struct Node {
     /// The members last read, sorted, and this node's share among them.
     pub(super) members: Vec<u64>,
     pub(super) share: Vec<u32>,
-    pub(super) events: mpsc::UnboundedSender<PartitionEvent>,
+    pub(super) events: EventSender,
     view: watch::Sender<PartitionsView>,
     /// No held partition's local deadline falls before this: until then nothing held can
     /// have lapsed, and the loop does not look (an early one costs a look, no more).
@@ -109,7 +110,7 @@ impl Node {
         settings: Arc<Settings>,
         store: Arc<dyn LeaseStore>,
         shared: Arc<Shared>,
-        events: mpsc::UnboundedSender<PartitionEvent>,
+        events: EventSender,
         view: watch::Sender<PartitionsView>,
     ) -> Result<Self, Error> {
         Ok(Node {

@@ -5,9 +5,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::events::EventSender;
 use crate::election::{Lease, LossReason};
 
 /// One partition this node owns: its index, its lease (fence, loss signal) and the signal to
@@ -24,6 +25,11 @@ pub struct Partition {
 impl Partition {
     fn cell(&self) -> &Cell {
         &self.handles.cell
+    }
+
+    /// Whether this is a handle of `cell`'s grant.
+    pub(crate) fn is_of(&self, cell: &Cell) -> bool {
+        std::ptr::eq(self.cell(), cell)
     }
 
     /// The partition's index, from 0 to the set's count - 1.
@@ -105,7 +111,7 @@ pub(crate) struct Cell {
     pub lease: Lease,
     pub stop: CancellationToken,
     revoked: AtomicBool,
-    events: mpsc::UnboundedSender<PartitionEvent>,
+    events: EventSender,
     /// The handles given out now, if any: new handles join them.
     handles: Mutex<Weak<Handles>>,
     /// Notified when the last handle is dropped.
@@ -128,7 +134,7 @@ impl Cell {
     /// The cell of partition `index` held under `lease`, whose loss revokes it.
     pub(crate) fn new(
         index: u32,
-        events: mpsc::UnboundedSender<PartitionEvent>,
+        events: EventSender,
         lease: impl FnOnce(Box<dyn Fn(LossReason) + Send + Sync>) -> Lease,
     ) -> Arc<Self> {
         Arc::new_cyclic(|cell: &Weak<Cell>| {
@@ -178,8 +184,7 @@ impl Cell {
     pub(crate) fn revoke(&self, reason: LossReason) {
         if !self.revoked.swap(true, Ordering::AcqRel) {
             self.stop.cancel();
-            // Nobody reads events once the set is dropped: nothing to tell then.
-            let _ = self.events.send(PartitionEvent::Revoked { index: self.index, reason });
+            self.events.revoked(self, reason);
         }
     }
 
