@@ -175,6 +175,58 @@ async fn every_partition_is_owned_again_after_a_long_etcd_quorum_loss() {
     two.stop().await.unwrap();
 }
 
+/// On etcd, a node stopped while it takes a dead node's partitions over (its claims wait out
+/// their lock-delays) leaves at once: the partitions it held are owned again well within
+/// the lock-delay its claims still wait.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_during_a_takeover_leaves_before_its_claims_end_on_etcd() {
+    use leader::EtcdStore;
+    use support::etcd::EtcdServer;
+    use support::proxy::{Fault, Proxy};
+    let server = EtcdServer::start();
+    let proxy = Proxy::start(server.member.client_port).await;
+    let (count, lease) = (48, Duration::from_secs(3));
+    let dying_store = EtcdStore::builder(format!("etcd://127.0.0.1:{}", proxy.port))
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let store = EtcdStore::connect(&server.url()).await.unwrap();
+    let dying = node("takeover", count, dying_store, "dying", lease).await;
+    let stopping = node("takeover", count, store.clone(), "stopping", lease).await;
+    let survivor = node("takeover", count, store, "survivor", lease).await;
+    eventually(Duration::from_secs(20), "the nodes own a third each", || async {
+        [&dying, &stopping, &survivor].iter().all(|node| node.view().owned.len() == 16)
+    })
+    .await;
+    proxy.set(Fault::BlackHole);
+    // The dead node's announcement ends after a lease; the others then claim its partitions,
+    // each claim waiting out the partition's lock-delay (one TTL, the lease).
+    eventually(2 * lease + Duration::from_secs(2), "the stopping node claims", || async {
+        let view = stopping.view();
+        view.members == 2 && view.share.len() > view.owned.len()
+    })
+    .await;
+    let held = stopping.view().owned;
+    let started = Instant::now();
+    let stopped = tokio::spawn(stopping.stop());
+    eventually(lease, "the survivor owns what the stopped node held", || async {
+        let owned = survivor.view().owned;
+        held.iter().all(|index| owned.contains(index))
+    })
+    .await;
+    let took = started.elapsed();
+    println!(
+        "the {} partitions of a node stopped during a takeover owned after {took:?}",
+        held.len()
+    );
+    assert!(took < lease / 2, "owned again after {took:?}: the node left after its claims ended");
+    stopped.await.unwrap().unwrap();
+    until_all_owned(&[&survivor], count, 2 * lease, "the survivor").await;
+    survivor.stop().await.unwrap();
+}
+
 /// On etcd, a stopped node leaves no keep-alive stream open: 20 nodes started and stopped
 /// one after another on one store leave the member with the streams it had before, and the
 /// store with no session lease on record.

@@ -68,6 +68,19 @@ impl Membership {
         guard.set_armed(true);
         guard.release().await.map(drop)
     }
+
+    /// Releases the withdrawn announcement's slot once more, which it no longer holds:
+    /// the store ends the node's session again (on etcd, an acquire in the session that
+    /// ran past the withdrawal may have given it a lease again). An error changes
+    /// nothing: such a lease expires by itself.
+    pub(super) async fn end_session(&self, store: &Arc<dyn LeaseStore>, settings: &Settings) {
+        let key = settings.member_key.as_str();
+        if let Err(error) =
+            crate::telemetry::release(&**store, key, self.token, Duration::ZERO).await
+        {
+            tracing::debug!(set = %settings.name, error = %crate::error_chain(&error), "could not end the node's session again; its lease expires by itself");
+        }
+    }
 }
 
 impl Node {

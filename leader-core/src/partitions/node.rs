@@ -240,18 +240,22 @@ impl Node {
             }
         }
         self.claims.withdraw_all();
+        let mut first_error = None;
+        // What it held released, the node leaves at once, so the others take it: claims
+        // still waiting out a lock-delay (etcd's) end behind, each grant given back.
+        self.handovers_ended(&mut first_error).await;
+        let claims_left = !self.claims.is_idle();
+        if let Err(error) = self.membership.withdraw(&self.store, &self.settings).await {
+            first_error.get_or_insert(error);
+        }
         while !self.claims.is_idle() {
             let claimed = self.claims.next().await;
             self.give_back(claimed.guard);
         }
-        let mut first_error = None;
-        while let Some(done) = self.handovers.join_next().await {
-            if let Ok(Err(error)) = done {
-                first_error.get_or_insert(error);
-            }
-        }
-        if let Err(error) = self.membership.withdraw(&self.store, &self.settings).await {
-            first_error.get_or_insert(error);
+        self.handovers_ended(&mut first_error).await;
+        if claims_left {
+            // A claim that ran past the withdrawal may have opened the session again.
+            self.membership.end_session(&self.store, &self.settings).await;
         }
         self.held.clear();
         self.shared.lock().clear();
@@ -259,6 +263,17 @@ impl Node {
         self.view_stale = true;
         self.publish();
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Node {
+    /// Waits for every hand-over and give-back in flight; the first error kept.
+    async fn handovers_ended(&mut self, first_error: &mut Option<Error>) {
+        while let Some(done) = self.handovers.join_next().await {
+            if let Ok(Err(error)) = done {
+                first_error.get_or_insert(error);
+            }
+        }
     }
 }
 
