@@ -17,6 +17,7 @@
 //! cargo run -p leader-bench --release -- --partitions-renewal  # only the batched renewal
 //! cargo run -p leader-bench --release -- --partitions-cpu  # one node's CPU at 5k-20k partitions
 //! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
+//! cargo run -p leader-bench --release -- --partitions-takeover  # takeover time by count, every store
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -31,6 +32,7 @@ mod observe;
 mod partitions;
 mod partitions_cpu;
 mod partitions_etcd;
+mod partitions_takeover;
 mod postgres;
 mod server;
 mod stats;
@@ -112,6 +114,10 @@ async fn main() {
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 30 } else { 100 };
 
+    if args.iter().any(|a| a == "--partitions-takeover") {
+        partitions_takeover::run(&|line| println!("{line}")).await;
+        return;
+    }
     if args.iter().any(|a| a == "--partitions-etcd") {
         partitions_etcd::run(&|line| println!("{line}")).await;
         return;
