@@ -264,9 +264,7 @@ impl Node {
         self.publish();
         first_error.map_or(Ok(()), Err)
     }
-}
 
-impl Node {
     /// Waits for every hand-over and give-back in flight; the first error kept.
     async fn handovers_ended(&mut self, first_error: &mut Option<Error>) {
         while let Some(done) = self.handovers.join_next().await {

@@ -45,7 +45,7 @@ pub async fn run(server: &Server, quick: bool, say: &dyn Fn(String)) {
 
 /// A node of set `name` whose events a task consumes, dropping each partition once its
 /// work must stop.
-async fn node<S: LeaseStore + Clone + 'static>(
+pub(crate) async fn node<S: LeaseStore + Clone + 'static>(
     store: &S,
     name: &str,
     count: u32,

@@ -17,11 +17,13 @@ use leader::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, HeldSlot, Layered, ReleaseOutcome, RenewOutcome,
     StoreLayer,
 };
-use leader::{Error, EtcdStore, LeaseStore, LeaseToken, MemoryStore, PartitionOptions, Partitions};
+use leader::{Error, EtcdStore, LeaseStore, LeaseToken, MemoryStore};
 use leader_testkit::etcd::EtcdServer;
 use leader_testkit::postgres_server::PostgresServer;
 use leader_testkit::redis_server::RedisServer;
 use tokio::time::Instant;
+
+use crate::partitions::node;
 
 /// The partition counts measured on each store.
 const COUNTS: [u32; 3] = [256, 1024, 4096];
@@ -68,8 +70,9 @@ async fn takeover<S: LeaseStore + Clone + 'static>(
 ) {
     let name = format!("takeover{count}");
     let cut = Arc::new(Cut::default());
-    let dying = node(&name, count, Layered::new(Arc::clone(&cut), dying), "dying", lease).await;
-    let survivor = node(&name, count, surviving, "survivor", lease).await;
+    let dying = Layered::new(Arc::clone(&cut), dying);
+    let dying = node(&dying, &name, count, lease, "dying".to_owned()).await;
+    let survivor = node(&surviving, &name, count, lease, "survivor".to_owned()).await;
     let half = count as usize / 2;
     let balanced = Instant::now();
     while dying.view().owned.len() != half || survivor.view().owned.len() != half {
@@ -87,29 +90,12 @@ async fn takeover<S: LeaseStore + Clone + 'static>(
         "  {store_name:<10} {count:>5} partitions, lease {lease:?}: the dead node's {half} owned after {took:>8.2?} (bound: {bound:?} and a margin)"
     ));
     cut.0.store(false, Ordering::SeqCst);
-    survivor.stop().await.expect("stop");
+    // A release the store refused now (etcd: "too many requests" while it catches up)
+    // expires by itself; the figure above stands.
+    if let Err(error) = survivor.stop().await {
+        say(format!("    the survivor's stop: {error}"));
+    }
     let _ = dying.stop().await;
-}
-
-/// A node of set `name` that drops each partition's handle once its work must stop.
-async fn node(
-    name: &str,
-    count: u32,
-    store: impl LeaseStore + 'static,
-    holder: &str,
-    lease: Duration,
-) -> Partitions {
-    let options = PartitionOptions::new().lease_time(lease).holder_id(holder);
-    let mut node = Partitions::start(name, count, store, options).await.expect("start");
-    let mut events = node.take_events();
-    tokio::spawn(async move {
-        while let Some(event) = events.next().await {
-            if let leader::PartitionEvent::Assigned(partition) = event {
-                tokio::spawn(async move { partition.cancelled().await });
-            }
-        }
-    });
-    node
 }
 
 /// Fails every call while set: to the store, the node is gone.
