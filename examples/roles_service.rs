@@ -36,8 +36,8 @@ use tokio::time::{interval, sleep};
 async fn scheduler(leadership: Leadership) {
     loop {
         let term = match leadership.wait_for_leadership().await {
-            Ok(term) if !term.is_cancelled() => term,
-            Ok(_) => return, // stopped
+            Ok(term) => term,
+            Err(leader::Error::Stopped { .. }) => return,
             Err(error) => {
                 eprintln!("scheduler: cannot stand for election: {error}");
                 return;

@@ -26,4 +26,6 @@ mod docs {
     struct Guards;
     #[doc = include_str!("../docs/partitions.md")]
     struct Partitions;
+    #[doc = include_str!("../docs/leadership.md")]
+    struct Leadership;
 }

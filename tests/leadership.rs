@@ -76,8 +76,9 @@ async fn stop_hands_over_without_waiting_for_expiry() {
     assert!(term.is_cancelled() && !a.is_leader() && a.status().stopped);
     timeout(SECOND, b.wait_for_leadership()).await.expect("b leads at once").expect("no refusal");
     assert!(stopped_at.elapsed() < 10 * Duration::from_millis(1), "{:?}", stopped_at.elapsed());
-    // A stopped leadership never waits for leadership again.
-    assert!(a.wait_for_leadership().await.expect("no refusal").is_cancelled());
+    // A stopped leadership never waits for leadership again, and says why.
+    let error = a.wait_for_leadership().await.expect_err("stopped");
+    assert!(matches!(&error, leader::Error::Stopped { role } if role == "outbox"), "{error}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -138,6 +139,25 @@ async fn resign_lets_another_instance_lead_first() {
     assert!(resigned_at.elapsed() < SECOND);
     sleep(30 * SECOND).await;
     assert!(!a.is_leader(), "the new leader keeps its term");
+}
+
+/// Others get the first chance at a resigned slot, but a slot nobody else wants does not
+/// stay empty for the whole retry interval: the resigner stands again once those waiting
+/// (woken by the release at once) had their chance.
+#[tokio::test(start_paused = true)]
+async fn a_resigner_stands_again_soon_when_nobody_else_takes_its_slot() {
+    let store = MemoryStore::new();
+    let options = || options().max_leaders(3).retry_interval(2 * SECOND);
+    let instances: Vec<Leadership> =
+        (0..3).map(|_| start("sweeper", store.clone(), options())).collect();
+    settle(&instances, 3).await;
+    let resigned_at = Instant::now();
+    for instance in &instances {
+        instance.resign().await;
+    }
+    settle(&instances, 3).await;
+    let took = resigned_at.elapsed();
+    assert!(took <= Duration::from_millis(200), "three free slots stayed empty {took:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -50,11 +50,8 @@ async fn take(store: &SharedStore, holder: &'static str, held: LeaseToken, lease
 async fn an_observer_on_another_connection_sees_every_change(url: &str) {
     let [observing, first, second] = stores(url).await;
     let options = LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY));
-    let mut observer = LeaderElector::from_shared_store(observing, options.clone())
-        .unwrap()
-        .observe("observed")
-        .await
-        .unwrap();
+    let mut observer =
+        LeaderElector::new(observing, options.clone()).unwrap().observe("observed").await.unwrap();
     assert!(observer.current().is_empty());
 
     // A grant, then its release.
@@ -78,7 +75,7 @@ async fn an_observer_on_another_connection_sees_every_change(url: &str) {
     let held = token();
     let before = take(&first, "10.0.0.1:8080", held, 10 * SECOND).await;
     assert_eq!(next(&mut observer).await, [("10.0.0.1:8080".to_owned(), before)]);
-    let waiting = LeaderElector::from_shared_store(
+    let waiting = LeaderElector::new(
         second.clone(),
         options.holder_id("10.0.0.3:8080").wait_time(5 * SECOND),
     )
@@ -128,11 +125,8 @@ async fn an_observer_reports_a_lost_redis_and_recovers_when_it_is_back() {
     let mut server = RedisServer::start();
     let [observing, candidate, _] = stores(&server.url()).await;
     let options = LeaderElectionOptions::new().keys(leader::KeyOptions::new().exact_key(KEY));
-    let mut observer = LeaderElector::from_shared_store(observing, options)
-        .unwrap()
-        .observe("observed")
-        .await
-        .unwrap();
+    let mut observer =
+        LeaderElector::new(observing, options).unwrap().observe("observed").await.unwrap();
     server.kill();
     let failed = timeout(5 * SECOND, observer.changed()).await.expect("told within 5 s");
     let error = failed.expect_err("the server is gone");
@@ -301,7 +295,7 @@ async fn a_store_and_a_name_are_enough_to_observe() {
     // The candidates' own key options, and a 3-slot group observed by anyone: its size is
     // the store's, not the observer's.
     let keys = KeyOptions::new().namespace("billing:");
-    let workers = LeaderGroupElector::from_shared_store(
+    let workers = LeaderGroupElector::new(
         store.clone(),
         LeaderGroupElectionOptions::new(3).keys(keys.clone()).holder_id("w1"),
     )
@@ -372,4 +366,43 @@ async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
     let (made, took) = (reads.0.load(Ordering::Relaxed) - before, started.elapsed());
     println!("{made} reads in the {took:?} until the crashed holder's slot was gone");
     assert!(made <= 4, "{made} reads in {took:?}");
+}
+
+/// Everything made from one `SharedStore` uses it as it is: two electors (one made with
+/// `new`, as the docs show) and an observer started from the handle share one reader, so the
+/// group is watched once.
+#[tokio::test]
+async fn electors_and_an_observer_over_one_shared_store_share_one_reader() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use leader::store::{GroupWatch, Layered, StoreLayer};
+
+    /// Counts the group watches made through it.
+    #[derive(Debug, Default)]
+    struct Watches(AtomicUsize);
+    #[async_trait::async_trait]
+    impl StoreLayer for Watches {
+        async fn watch_changes(
+            &self,
+            inner: &dyn LeaseStore,
+            key: &str,
+        ) -> Result<GroupWatch, leader::Error> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            inner.watch_changes(key).await
+        }
+    }
+
+    let watches = Arc::new(Watches::default());
+    let shared: SharedStore =
+        Arc::new(Layered::new(Arc::clone(&watches), leader::MemoryStore::new()));
+    let first = LeaderElector::new(shared.clone(), LeaderElectionOptions::new()).unwrap();
+    let second = LeaderElector::new(shared.clone(), LeaderElectionOptions::new()).unwrap();
+    let observers = [
+        first.observe("shared").await.unwrap(),
+        second.observe("shared").await.unwrap(),
+        GroupObserver::start(&shared, "shared").await.unwrap(),
+    ];
+    assert!(observers.iter().all(|observer| observer.leader().is_none()));
+    assert_eq!(watches.0.load(Ordering::Relaxed), 1, "one reader, one watch of the group");
 }

@@ -11,7 +11,7 @@ pub async fn run(cli: &Cli, group: &str, json: bool) -> Result<ExitCode, Failure
     let store = cli.store().await?;
     // The reader's own `max_leaders` is never shown: an empty group shows none.
     let options = LeaderGroupElectionOptions::new(1).keys(cli.keys());
-    let state = LeaderGroupElector::from_shared_store(store, options)?.state(group).await?;
+    let state = LeaderGroupElector::new(store, options)?.state(group).await?;
     if json {
         println!("{}", table::json(&state));
     } else {

@@ -21,8 +21,7 @@ pub async fn run(
     let store = cli.store().await?;
     // The observer's own `max_leaders` is never shown: an empty group shows none.
     let options = LeaderGroupElectionOptions::new(1).keys(cli.keys());
-    let mut observer =
-        LeaderGroupElector::from_shared_store(store, options)?.observe(group).await?;
+    let mut observer = LeaderGroupElector::new(store, options)?.observe(group).await?;
     let end = duration.map(|d| Instant::now() + d);
     let redraw_in_place = !json && std::io::stdout().is_terminal();
     show(&observer.current(), json, redraw_in_place)?;

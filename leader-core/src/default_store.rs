@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::store::LeaseStore;
+use crate::store::{IntoSharedStore, LeaseStore};
 
 static DEFAULT_STORE: RwLock<Option<Arc<dyn LeaseStore>>> = RwLock::new(None);
 
@@ -17,9 +17,9 @@ static DEFAULT_STORE: RwLock<Option<Arc<dyn LeaseStore>>> = RwLock::new(None);
 /// install_default_store(MemoryStore::new());
 /// assert_eq!(default_store().map(|store| store.kind()), Some("memory"));
 /// ```
-pub fn install_default_store(store: impl LeaseStore + 'static) -> Option<Arc<dyn LeaseStore>> {
+pub fn install_default_store(store: impl IntoSharedStore) -> Option<Arc<dyn LeaseStore>> {
     let mut slot = DEFAULT_STORE.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-    slot.replace(Arc::new(store))
+    slot.replace(store.into_shared_store())
 }
 
 /// The process-wide default store, if one was installed.

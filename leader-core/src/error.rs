@@ -177,6 +177,13 @@ pub enum Error {
         holder: String,
     },
 
+    /// The leadership was stopped: it will not lead again (start a new one to stand again).
+    #[error("leadership of role `{role}` is stopped; it will not lead again")]
+    Stopped {
+        /// The role.
+        role: String,
+    },
+
     /// A registry was given the same role twice.
     #[error("role `{role}` is already in the registry; each role can be added once")]
     RoleAlreadyAdded {
@@ -445,6 +452,7 @@ impl Error {
                 requested: *requested,
                 existing: *existing,
             },
+            Stopped { role } => Stopped { role: role.clone() },
             RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
             RolesShareKey { first, second, key } => {
                 RolesShareKey { first: first.clone(), second: second.clone(), key: key.clone() }

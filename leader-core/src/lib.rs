@@ -56,8 +56,8 @@ pub use error::{BoxError, Error, error_chain};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
 pub use key::{DEFAULT_KEY_FORMAT, DEFAULT_MAX_KEY_LEN, KeyOptions, ROLE_PLACEHOLDER};
 pub use leadership::{
-    Leadership, LeadershipDescription, LeadershipHealth, LeadershipOptions, LeadershipRegistry,
-    LeadershipStatus, Roles, WhenUncoordinated,
+    Leadership, LeadershipDescription, LeadershipEvent, LeadershipEvents, LeadershipHealth,
+    LeadershipOptions, LeadershipRegistry, LeadershipStatus, Roles, WhenUncoordinated,
 };
 pub use observe::GroupObserver;
 pub use partitions::{

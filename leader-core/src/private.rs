@@ -7,7 +7,7 @@ use crate::default_store;
 use crate::election::{LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, Lease};
 use crate::error::Error;
 use crate::holder::default_holder_id;
-use crate::store::LeaseStore;
+use crate::store::{IntoSharedStore, LeaseStore};
 
 pub use crate::duration::parse as parse_duration;
 pub use crate::key::check_name;
@@ -39,9 +39,9 @@ pub fn a_wrapped_fn_must_not_return_a_future_or_stream<T, Kind>(
 {
 }
 
-/// A store given as `store = <expr>`.
-pub fn shared_store<S: LeaseStore + 'static>(store: S) -> Arc<dyn LeaseStore> {
-    Arc::new(store)
+/// A store given as `store = <expr>`: a `SharedStore` is used as it is.
+pub fn shared_store(store: impl IntoSharedStore) -> Arc<dyn LeaseStore> {
+    store.into_shared_store()
 }
 
 /// One holder id per process for macro-wrapped functions: `hostname:pid:random`.
@@ -71,7 +71,7 @@ where
 {
     let store = store.or_else(default_store).ok_or(Error::NoDefaultStore)?;
     let options = options.holder_id_or_else(process_holder_id);
-    let mut elector = LeaderGroupElector::from_shared_store(store, options)?;
+    let mut elector = LeaderGroupElector::new(store, options)?;
     if skip_on_store_error {
         elector = elector.skip_on_store_error();
     }

@@ -5,7 +5,7 @@ use crate::election::{
     LeaderRunResult, Lease, LeaseGuard,
 };
 use crate::error::Error;
-use crate::store::LeaseStore;
+use crate::store::{IntoSharedStore, LeaseStore};
 
 /// Elects one holder per name: a [`LeaderGroupElector`] with `max_leaders` = 1.
 ///
@@ -30,23 +30,21 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
-    /// An elector over `store`, after checking every option.
-    pub fn new(
-        store: impl LeaseStore + 'static,
-        options: LeaderElectionOptions,
-    ) -> Result<Self, Error> {
+    /// An elector over `store`, after checking every option: any store by value, or a
+    /// [`SharedStore`](crate::store::SharedStore) used as it is (see
+    /// [`LeaderGroupElector::new`]).
+    pub fn new(store: impl IntoSharedStore, options: LeaderElectionOptions) -> Result<Self, Error> {
         let options = LeaderGroupElectionOptions::from_election(1, options);
         Ok(LeaderElector { group: LeaderGroupElector::new(store, options)? })
     }
 
-    /// An elector over a store already shared as `Arc<dyn LeaseStore>`; see
-    /// [`LeaderGroupElector::from_shared_store`].
+    /// The same as [`new`](Self::new), which now takes a shared store as it is.
+    #[deprecated(note = "`new` takes a `SharedStore` as it is")]
     pub fn from_shared_store(
         store: std::sync::Arc<dyn LeaseStore>,
         options: LeaderElectionOptions,
     ) -> Result<Self, Error> {
-        let options = LeaderGroupElectionOptions::from_election(1, options);
-        Ok(LeaderElector { group: LeaderGroupElector::from_shared_store(store, options)? })
+        Self::new(store, options)
     }
 
     /// This candidate's holder id.

@@ -13,7 +13,7 @@ use super::renewal::supervise;
 use crate::election::{LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease};
 use crate::error::Error;
 use crate::observe::GroupObserver;
-use crate::store::{AcquireRequest, LeaseStore};
+use crate::store::{AcquireRequest, IntoSharedStore, LeaseStore};
 use crate::telemetry;
 use crate::token::LeaseToken;
 
@@ -56,32 +56,34 @@ pub struct LeaderGroupElector {
 type Resolved = (Arc<str>, Arc<str>);
 
 impl LeaderGroupElector {
-    /// An elector over `store`, after checking every option.
+    /// An elector over `store`, after checking every option: any store by value, or a
+    /// [`SharedStore`](crate::store::SharedStore) (what
+    /// [`store::connect`](crate::store::connect) returns, or the process-wide
+    /// [`default_store`](crate::default_store)) used as it is. Electors made over one shared
+    /// store share its observers' readers: one read per change of a group for all their
+    /// [`observe`](Self::observe)rs.
     ///
     /// Fails with [`Error::InvalidOption`] or [`Error::InvalidKey`] naming the first value
     /// out of range.
     pub fn new(
-        store: impl LeaseStore + 'static,
-        options: LeaderGroupElectionOptions,
-    ) -> Result<Self, Error> {
-        Self::from_shared_store(Arc::new(store), options)
-    }
-
-    /// An elector over a store already shared as `Arc<dyn LeaseStore>` (what
-    /// [`store::connect`](crate::store::connect) returns, or the process-wide
-    /// [`default_store`](crate::default_store)), after checking every option. Electors made
-    /// over one shared store share its observers' readers: one read per change of a group
-    /// for all their [`observe`](Self::observe)rs.
-    pub fn from_shared_store(
-        store: Arc<dyn LeaseStore>,
+        store: impl IntoSharedStore,
         options: LeaderGroupElectionOptions,
     ) -> Result<Self, Error> {
         let settings = options.settings()?;
         Ok(LeaderGroupElector {
-            store,
+            store: store.into_shared_store(),
             settings: Arc::new(settings),
             last_resolved: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// The same as [`new`](Self::new), which now takes a shared store as it is.
+    #[deprecated(note = "`new` takes a `SharedStore` as it is")]
+    pub fn from_shared_store(
+        store: Arc<dyn LeaseStore>,
+        options: LeaderGroupElectionOptions,
+    ) -> Result<Self, Error> {
+        Self::new(store, options)
     }
 
     /// This elector with the macros' `on_store_error = "skip"`: a store failure before a

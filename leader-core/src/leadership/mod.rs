@@ -1,6 +1,7 @@
 //! [`Leadership`]: leadership of a role that a long-running service keeps for as long as it
 //! lives, renewed in the background.
 
+mod events;
 mod options;
 mod registry;
 mod run;
@@ -12,6 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use events::{LeadershipEvent, LeadershipEvents};
 pub(crate) use options::LeadershipSettings;
 pub use options::{LeadershipOptions, WhenUncoordinated};
 pub use registry::{LeadershipRegistry, Roles};
@@ -19,7 +21,7 @@ pub use status::{LeadershipDescription, LeadershipHealth, LeadershipStatus};
 
 use crate::election::Lease;
 use crate::error::Error;
-use crate::store::LeaseStore;
+use crate::store::{IntoSharedStore, LeaseStore};
 use crate::telemetry;
 
 /// Leadership of one role, kept by a background task: candidates try to take a slot of the
@@ -128,11 +130,11 @@ impl Leadership {
     /// Outside a tokio runtime, as `tokio::spawn` does.
     pub fn start(
         role: &str,
-        store: impl LeaseStore + 'static,
+        store: impl IntoSharedStore,
         options: LeadershipOptions,
     ) -> Result<Self, Error> {
         let settings = options.settings(role)?;
-        Ok(Self::start_validated(settings, Arc::new(store)))
+        Ok(Self::start_validated(settings, store.into_shared_store()))
     }
 
     pub(crate) fn start_validated(
@@ -237,11 +239,10 @@ impl Leadership {
     }
 
     /// Waits until this instance leads, and returns the term's token (see
-    /// [`leadership_token`](Self::leadership_token)). Once the leadership is stopped it
-    /// returns an already-cancelled token instead of waiting forever. Ends with the
-    /// store's error when the store refuses this instance's candidacy for a reason only a
-    /// change of configuration helps (see [`LeadershipStatus::failure`]); an unreachable
-    /// store is waited out.
+    /// [`leadership_token`](Self::leadership_token)). Ends with [`Error::Stopped`] once the
+    /// leadership is stopped (it will not lead again), and with the store's error when the
+    /// store refuses this instance's candidacy for a reason only a change of configuration
+    /// helps (see [`LeadershipStatus::failure`]); an unreachable store is waited out.
     pub async fn wait_for_leadership(&self) -> Result<CancellationToken, Error> {
         let mut changes = self.shared.status.subscribe();
         loop {
@@ -253,7 +254,7 @@ impl Leadership {
                 return Err(Error::duplicate(failure));
             }
             if status.stopped || changes.changed().await.is_err() {
-                return Ok(cancelled());
+                return Err(Error::Stopped { role: self.role().to_owned() });
             }
         }
     }
@@ -275,9 +276,46 @@ impl Leadership {
         self.shared.status.subscribe()
     }
 
+    /// This role's events, the shape of client-go's callbacks: a term begun, with its
+    /// token ([`LeadershipEvent::Elected`], `OnStartedLeading`), its end
+    /// ([`LeadershipEvent::Lost`], `OnStoppedLeading`), and each change of the group's
+    /// holders from any process ([`LeadershipEvent::LeadersChanged`], `OnNewLeader`). The
+    /// stream ends once the leadership is stopped.
+    ///
+    /// ```
+    /// use leader_core::{Leadership, LeadershipEvent, LeadershipOptions, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// let options = LeadershipOptions::new().holder_id("10.0.0.7:8080");
+    /// let leadership = Leadership::start("scheduler", MemoryStore::new(), options)?;
+    /// let mut events = leadership.events();
+    /// let work = tokio::spawn(async move {
+    ///     while let Some(event) = events.next().await {
+    ///         match event {
+    ///             LeadershipEvent::Elected { fence, token, .. } => {
+    ///                 println!("leading under fence {fence}");
+    ///                 tokio::spawn(async move { token.cancelled().await }); // the term's work
+    ///             }
+    ///             LeadershipEvent::Lost { term } => println!("term {term} ended"),
+    ///             LeadershipEvent::LeadersChanged(holders) => println!("leaders: {holders:?}"),
+    ///             _ => {}
+    ///         }
+    ///     }
+    /// });
+    /// leadership.wait_for_leadership().await?;
+    /// leadership.stop().await; // the stream tells Lost, then ends
+    /// work.await.unwrap();
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> LeadershipEvents {
+        LeadershipEvents::new(Arc::clone(&self.shared))
+    }
+
     /// Steps down if leading (releasing the slot, so another instance can take it at once)
-    /// and stays out for one retry interval so another instance gets the first chance.
-    /// Returns once stepped down.
+    /// and stays out for 100 ms (or `retry_interval`, if shorter) after the release was
+    /// answered, so the candidates waiting, which the release wakes at once, get the first
+    /// chance; then it stands again, so a slot nobody took does not stay empty. Returns
+    /// once stepped down.
     pub async fn resign(&self) {
         let (done, answered) = oneshot::channel();
         if self.shared.commands.send(Command::Resign(done)).is_ok() {

@@ -136,9 +136,10 @@ impl LeadershipOptions {
         self
     }
 
-    /// How long a candidate waits before trying again after a failure, and a resigned leader
-    /// before standing again. Candidates facing a full group do not poll: they wake on a
-    /// release and at the earliest expiry. Default: 1 s. At least 1 ms.
+    /// How long a candidate waits at most before trying again after a failure (from 50 ms,
+    /// doubling). A resigned leader stands again after the smaller of this and 100 ms.
+    /// Candidates facing a full group do not poll: they wake on a release and at the
+    /// earliest expiry. Default: 1 s. At least 1 ms.
     pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
         self.retry_interval = retry_interval;
         self

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{Leadership, LeadershipOptions, LeadershipSettings};
 use crate::error::Error;
 use crate::key::check_name;
-use crate::store::LeaseStore;
+use crate::store::{IntoSharedStore, LeaseStore};
 
 /// Roles to start together over one store, each with its own options.
 ///
@@ -36,9 +36,9 @@ pub struct LeadershipRegistry {
 
 impl LeadershipRegistry {
     /// An empty registry over `store`, with default options for roles added without their own.
-    pub fn new(store: impl LeaseStore + 'static) -> Self {
+    pub fn new(store: impl IntoSharedStore) -> Self {
         LeadershipRegistry {
-            store: Arc::new(store),
+            store: store.into_shared_store(),
             defaults: LeadershipOptions::default(),
             roles: Vec::new(),
         }

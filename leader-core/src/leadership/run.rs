@@ -22,6 +22,13 @@ use crate::store::{AcquireRequest, Grant};
 use crate::telemetry;
 use crate::token::LeaseToken;
 
+/// How long a resigned leader leaves its released slot to those waiting before it stands
+/// again (or `retry_interval`, if shorter). They are woken by the release at once, so a
+/// round trip or two gives each its chance; a slot nobody took is then taken back, not
+/// left empty for the whole retry interval. A candidate that took the slot keeps it: the
+/// resigner's attempt is refused and it waits, as every candidate does.
+const RESIGN_GRACE: Duration = Duration::from_millis(100);
+
 /// What the loop does next.
 enum Next {
     /// Stand as candidate now.
@@ -136,7 +143,7 @@ async fn one_term(
         Some(Command::Resign(done)) => {
             tracing::info!(role = %settings.role, term, "resigned");
             let _ = done.send(());
-            Next::StandAfter(settings.retry_interval)
+            Next::StandAfter(settings.retry_interval.min(RESIGN_GRACE))
         }
         None => Next::Stop,
     }

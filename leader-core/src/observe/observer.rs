@@ -7,7 +7,7 @@ use super::reader::{self, Reader, Seen};
 use crate::election::LeaderGroupState;
 use crate::error::Error;
 use crate::key::KeyOptions;
-use crate::store::SharedStore;
+use crate::store::{IntoSharedStore, SharedStore};
 
 /// Who holds a group's slots, kept current by the store's events: made from a store and
 /// the group's name ([`start`](Self::start), or [`start_with_keys`](Self::start_with_keys)
@@ -61,7 +61,10 @@ impl GroupObserver {
     /// An observer of group `name` under the default key options (key `leader:{name}`),
     /// once the group has been read: no elector needed. Fails on an invalid name, or with
     /// the first read's error when the store cannot be read now. Observers of one group made
-    /// from the same store handle share one reader.
+    /// from the same [`SharedStore`] (or clones of it), and those of electors, leaderships
+    /// and partition nodes made from it, share one reader. `store` is any
+    /// [`IntoSharedStore`]: a `&SharedStore`, a `SharedStore`, or a store by value (which
+    /// then has this observer alone).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
@@ -72,19 +75,19 @@ impl GroupObserver {
     /// assert_eq!((observer.current().max_leaders, observer.leader()), (None, None));
     /// # Ok(()) }
     /// ```
-    pub async fn start(store: &SharedStore, name: &str) -> Result<Self, Error> {
+    pub async fn start(store: impl IntoSharedStore, name: &str) -> Result<Self, Error> {
         Self::start_with_keys(store, name, &KeyOptions::new()).await
     }
 
     /// [`start`](Self::start) with the key options the group's candidates use (a
     /// namespace, a key format, an exact key), so the observer reads their group.
     pub async fn start_with_keys(
-        store: &SharedStore,
+        store: impl IntoSharedStore,
         name: &str,
         keys: &KeyOptions,
     ) -> Result<Self, Error> {
         let key = keys.resolve(name)?;
-        Self::start_on_key(store, name, key).await
+        Self::start_on_key(&store.into_shared_store(), name, key).await
     }
 
     /// An observer of group `name` (store key `key`), once the group has been read; fails
@@ -106,6 +109,14 @@ impl GroupObserver {
             return Err(error);
         }
         Ok(GroupObserver { name: name.to_owned(), key, seen, reading })
+    }
+
+    /// An observer of group `name` (store key `key`) at once, before its first read: until
+    /// then it reports an empty group, and its first read is its first change.
+    pub(crate) fn follow(store: &SharedStore, name: &str, key: String) -> Self {
+        let reading = reader::reading(store, &key);
+        let seen = reading.subscribe();
+        GroupObserver { name: name.to_owned(), key, seen, reading }
     }
 
     /// The group's name.

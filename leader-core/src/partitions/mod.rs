@@ -38,7 +38,7 @@ pub use options::{MAX_PARTITIONS, PartitionOptions};
 pub use partition::{Partition, PartitionEvent};
 
 use crate::error::Error;
-use crate::store::LeaseStore;
+use crate::store::IntoSharedStore;
 use events::EventReceiver;
 use node::{Node, Shared};
 
@@ -108,14 +108,14 @@ impl Partitions {
     pub async fn start(
         name: &str,
         count: u32,
-        store: impl LeaseStore + 'static,
+        store: impl IntoSharedStore,
         options: PartitionOptions,
     ) -> Result<Self, Error> {
         let settings = Arc::new(options.settings(name, count)?);
+        let store = store.into_shared_store();
         if !store.coordinates() {
             return Err(Error::Unsupported { store: store.kind(), operation: "partition leases" });
         }
-        let store: Arc<dyn LeaseStore> = Arc::new(store);
         let shared = Arc::new(Shared::default());
         let (events_tx, events) = events::queue();
         let (view_tx, view) = watch::channel(PartitionsView::default());

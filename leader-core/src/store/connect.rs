@@ -3,11 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{LeaseStore, MemoryStore};
+use super::{LeaseStore, MemoryStore, SharedStore};
 use crate::error::Error;
-
-/// A store that electors, leaderships and tools share: what [`connect`] returns.
-pub type SharedStore = Arc<dyn LeaseStore>;
 
 /// Opens the store `url` names and checks that it answers, with one read that writes
 /// nothing (a PostgreSQL store makes its schema on a candidate's first operation, or with

@@ -24,6 +24,7 @@ mod postgres;
 mod redis;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod resubscribe;
+mod shared;
 mod url;
 mod watch;
 
@@ -39,7 +40,7 @@ use async_trait::async_trait;
 pub use self::redis::ScriptCall;
 #[cfg(feature = "redis")]
 pub use self::redis::{DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore, RedisStoreBuilder};
-pub use connect::{SharedStore, StoreBuilder, builder, connect, redact_url};
+pub use connect::{StoreBuilder, builder, connect, redact_url};
 /// The deadpool-postgres version the PostgreSQL store is built on (with
 /// `deadpool_postgres::tokio_postgres`, the client): the pool and configuration that
 /// [`PostgresStore::pool_builder`] takes are its types.
@@ -63,6 +64,7 @@ pub use layer::{Layered, StoreLayer};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
+pub use shared::{IntoSharedStore, SharedStore};
 pub use url::store_kind_of;
 pub use watch::{GroupSignal, GroupWatch};
 

@@ -32,7 +32,7 @@ pub async fn observer_process(url: &str, key: &str, count: usize) {
     let store = Layered::new(CountReads::default(), inner);
     let reads = store.layer().0.clone();
     let options = LeaderGroupElectionOptions::new(1).keys(KeyOptions::new().exact_key(key));
-    let elector = LeaderGroupElector::from_shared_store(Arc::new(store), options).unwrap();
+    let elector = LeaderGroupElector::new(store, options).unwrap();
     let mut observers = Vec::with_capacity(count);
     for _ in 0..count {
         observers.push(elector.observe("observed").await.expect("an observer"));

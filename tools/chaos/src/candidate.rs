@@ -206,15 +206,13 @@ async fn report_terms(leadership: Leadership) {
     loop {
         let term = match leadership.wait_for_leadership().await {
             Ok(term) => term,
+            Err(leader::Error::Stopped { .. }) => return,
             Err(error) => {
                 // A refusal only a change of configuration helps: the lab's own mistake.
                 eprintln!("candidate: cannot stand for election: {error}");
                 return;
             }
         };
-        if term.is_cancelled() && leadership.status().stopped {
-            return;
-        }
         let at = now_micros();
         let lease = leadership.lease();
         let (fence, remaining) =
