@@ -10,10 +10,12 @@
 //!
 //! A store can also be named by its kind: `--redis URL`, `--postgres URL`, `--etcd URL`.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, SharedStore};
+use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{
     LeaderGroupElectionOptions, LeaderGroupElector, LeaderRunResult, LeaseStore, LeaseToken,
 };
@@ -194,34 +196,9 @@ async fn print_state(
     Ok(())
 }
 
-const USAGE: &str = "usage: cargo run --example demo [-- [--redis|--postgres|--etcd] STORE_URL], \
-                     for example redis://127.0.0.1:6379, postgres://postgres@127.0.0.1:5432/test \
-                     or (built with --features etcd) --etcd etcd://127.0.0.1:2379";
-
-/// The in-memory store, or the store a URL names (`redis://…`, `postgres://…`,
-/// `etcd://…`), alone or after the flag of its kind.
-async fn store_from_args() -> Result<SharedStore, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let url = match args.as_slice() {
-        [] => "memory://",
-        [url] if !url.starts_with('-') => url,
-        [kind, url] if leader::store::store_kind_of(url) == kind.strip_prefix("--") => url,
-        _ => return Err(USAGE.to_owned()),
-    };
-    leader::store::connect(url).await.map_err(|error| {
-        format!("cannot use {}: {}", leader::store::redact_url(url), leader::error_chain(&error))
-    })
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = match store_from_args().await {
-        Ok(store) => store,
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::exit(2);
-        }
-    };
+    let store = common::connect(&common::Args::parse("demo", &[]).url).await;
     println!("group `{GROUP}`: {SLOTS} slots, lease {LEASE:?}, store: {}\n", store.kind());
     let table = Table { started: Instant::now() };
     table.header();

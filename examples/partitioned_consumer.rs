@@ -10,6 +10,8 @@
 //! cargo run --example partitioned_consumer -- postgres://postgres@127.0.0.1:5432/test
 //! ```
 
+mod common;
+
 use std::time::Duration;
 
 use leader::store::SharedStore;
@@ -77,32 +79,10 @@ async fn until_balanced(nodes: &[(&str, &Partitions)], since: Instant, what: &st
     }
 }
 
-const USAGE: &str = "usage: cargo run --example partitioned_consumer [-- STORE_URL], for \
-                     example redis://127.0.0.1:6379 or postgres://postgres@127.0.0.1:5432/test";
-
-/// The store URL given (at most one, not a flag), or the in-memory store's.
-fn url_from_args() -> Result<String, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => Ok("memory://".to_owned()),
-        [url] if !url.starts_with('-') => Ok(url.clone()),
-        _ => Err(USAGE.to_owned()),
-    }
-}
-
 fn main() {
     let main = Runtime::new().unwrap();
-    let connected = url_from_args().and_then(|url| {
-        let store = main.block_on(leader::store::connect(&url)).map_err(|error| {
-            let url = leader::store::redact_url(&url);
-            format!("cannot use {url}: {}", leader::error_chain(&error))
-        })?;
-        Ok((url, store))
-    });
-    let (url, store) = connected.unwrap_or_else(|message| {
-        eprintln!("{message}");
-        std::process::exit(2);
-    });
+    let url = common::Args::parse("partitioned_consumer", &[]).url;
+    let store = main.block_on(common::connect(&url));
     println!("{PARTITIONS} partitions on {}, lease {LEASE:?}", leader::store::redact_url(&url));
 
     let started = Instant::now();

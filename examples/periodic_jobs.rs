@@ -7,6 +7,8 @@
 //! cargo run --example periodic_jobs -- redis://127.0.0.1:6379         # Redis
 //! ```
 
+mod common;
+
 use std::time::Duration;
 
 use leader::{LeaderRunResult, leader_election, leader_group_election};
@@ -64,18 +66,8 @@ impl Replica {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let url = match args.as_slice() {
-        [] => "memory://",
-        [url] if !url.starts_with('-') => url.as_str(),
-        _ => {
-            eprintln!(
-                "usage: cargo run --example periodic_jobs [-- STORE_URL, such as redis://127.0.0.1:6379]"
-            );
-            std::process::exit(2);
-        }
-    };
-    drop(leader::install_default_store(leader::store::connect(url).await?));
+    let url = common::Args::parse("periodic_jobs", &[]).url;
+    drop(leader::install_default_store(common::connect(&url).await));
     let started = Instant::now();
     let until = started + Duration::from_secs(5);
     let replicas = ["replica-a", "replica-b", "replica-c"]

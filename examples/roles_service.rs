@@ -15,11 +15,13 @@
 //! cargo run --example roles_service --features etcd -- --store etcd://127.0.0.1:2379 --listen 127.0.0.1:7001
 //! cargo run --example roles_service                      # in-memory: leads both roles alone
 //! cargo run --example roles_service -- --run-for 3       # stop by itself after 3 s
+//! cargo run --example roles_service -- redis://127.0.0.1:6379   # the URL alone, as the demo takes it
 //! ```
+
+mod common;
 
 use std::time::Duration;
 
-use leader::store::SharedStore;
 use leader::{
     GroupObserver, LeaderChannel, LeaderChannelOptions, Leadership, LeadershipOptions,
     LeadershipRegistry,
@@ -139,30 +141,22 @@ async fn ask(address: &str, request: &str) -> std::io::Result<String> {
     Ok(answer.trim().to_owned())
 }
 
-/// The store `--store URL` names (`redis://…`, `postgres://…`, `etcd://…`), in-memory
-/// without one.
-async fn store_from_args(args: &[String]) -> Result<SharedStore, leader::Error> {
-    let url = match args.iter().position(|arg| arg == "--store") {
-        Some(i) => args.get(i + 1).map(String::as_str).unwrap_or_default(),
-        None => "memory://",
-    };
-    leader::store::connect(url).await
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let run_for = match args.iter().position(|arg| arg == "--run-for") {
-        Some(i) => Some(Duration::from_secs(
-            args.get(i + 1).and_then(|s| s.parse().ok()).ok_or("--run-for SECONDS")?,
+    let args = common::Args::parse(
+        "roles_service",
+        &[("--listen", "HOST:PORT"), ("--run-for", "SECONDS")],
+    );
+    let run_for = match args.value("--run-for") {
+        Some(seconds) => Some(Duration::from_secs(
+            seconds
+                .parse()
+                .map_err(|_| format!("--run-for takes whole seconds, not {seconds:?}"))?,
         )),
         None => None,
     };
-    let store = store_from_args(&args).await?;
-    let listen = match args.iter().position(|arg| arg == "--listen") {
-        Some(i) => args.get(i + 1).ok_or("--listen HOST:PORT")?.clone(),
-        None => "127.0.0.1:0".to_owned(),
-    };
+    let store = common::connect(&args.url).await;
+    let listen = args.value("--listen").unwrap_or("127.0.0.1:0").to_owned();
     let listener = TcpListener::bind(&listen).await?;
     // The holder id is what followers learn of the leader: here, where it takes writes.
     let me = listener.local_addr()?.to_string();
