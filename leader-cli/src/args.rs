@@ -112,6 +112,12 @@ impl Cli {
                         (redis://, postgres://, etcd://)"
                 .into());
         }
+        if !cfg!(feature = "etcd") && leader::store::store_kind_of(&self.url) == Some("etcd") {
+            return Err("this `leader` was built without etcd: install it with `cargo install \
+                        --path leader-cli --features etcd` (building the etcd client needs \
+                        protoc; Debian: apt install protobuf-compiler)"
+                .into());
+        }
         let mut builder = leader::store::builder(&self.url).command_timeout(self.command_timeout);
         if let Some(path) = &self.ca_file {
             if !self.url.starts_with("postgres") {

@@ -75,6 +75,28 @@ async fn state_prints_holders_fences_and_expiry_as_a_table_or_json() {
     assert_eq!(stdout(&output), "group nobody (key leader:nobody): no live slots\n");
 }
 
+/// A partition set's groups are named as docs/partitions.md names them: the members as
+/// `orders/members`, partition 3 as `orders/3`.
+#[tokio::test]
+async fn a_partition_sets_groups_are_named_as_the_partitions_docs_name_them() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let options = leader::PartitionOptions::new().holder_id("node-a");
+    let node = leader::Partitions::start("orders", 4, store, options).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while node.view().owned.len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", node.view());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let output = leader(&server.url(), &["state", "orders/members", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["slots"][0]["holder"], "node-a [4 partitions]", "{json}");
+    let output = leader(&server.url(), &["state", "orders/3", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["slots"][0]["holder"], "node-a", "{json}");
+    node.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn groups_lists_the_groups_under_a_namespace() {
     let server = RedisServer::start();
@@ -175,6 +197,8 @@ async fn errors_are_clear_and_exit_with_2() {
     // password), the operation asked for and the root cause, once. Port 1: nothing listens
     // there, and no test binary running beside this one can take it (a free port could be).
     let port = 1;
+    let etcd = cfg!(feature = "etcd")
+        .then(|| (format!("etcd://127.0.0.1:{port}"), format!("http://127.0.0.1:{port}")));
     for (url, shown) in [
         (
             format!("redis://app:hunter2@127.0.0.1:{port}"),
@@ -184,8 +208,10 @@ async fn errors_are_clear_and_exit_with_2() {
             format!("postgres://app:hunter2@127.0.0.1:{port}/app"),
             format!("app@127.0.0.1:{port}/app"),
         ),
-        (format!("etcd://127.0.0.1:{port}"), format!("http://127.0.0.1:{port}")),
-    ] {
+    ]
+    .into_iter()
+    .chain(etcd)
+    {
         let output = leader(&url, &["state", "x", "--command-timeout", "2s"]);
         assert_eq!(output.status.code(), Some(2));
         let message = stderr(&output);
@@ -393,7 +419,19 @@ async fn postgres_over_tls_verifies_the_certificate_against_the_ca_file() {
     assert!(stderr(&output).contains("cannot read --ca-file /nonexistent/ca.crt"));
 }
 
+/// Built without etcd (its client needs protoc to build), the CLI says how to get it.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn an_etcd_url_without_the_etcd_feature_says_how_to_install_it() {
+    let output = leader("etcd://127.0.0.1:2379", &["state", "x"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("built without etcd"), "{message}");
+    assert!(message.contains("cargo install --path leader-cli --features etcd"), "{message}");
+}
+
 /// `state`, `groups`, `release` and `watch --json` on etcd.
+#[cfg(feature = "etcd")]
 #[tokio::test]
 async fn state_groups_release_and_watch_work_on_etcd() {
     use leader::EtcdStore;
@@ -449,6 +487,7 @@ async fn state_groups_release_and_watch_work_on_etcd() {
 
 /// Observed from another process during a takeover's lock-delay on etcd: the candidate is
 /// pending, never named as the group's holder before its grant returns.
+#[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
     use leader::EtcdStore;
@@ -502,6 +541,7 @@ async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
 
 /// A slot value the store did not write (a grant time no calendar shows, a holder with
 /// control characters) is refused or shown escaped: the command never panics.
+#[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_values_are_refused_or_escaped_never_a_panic() {
     use leader::store::etcd_client;
