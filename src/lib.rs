@@ -28,4 +28,7 @@ mod docs {
     struct Partitions;
     #[doc = include_str!("../docs/leadership.md")]
     struct Leadership;
+    #[cfg(feature = "macros")]
+    #[doc = include_str!("../docs/macros.md")]
+    struct Macros;
 }

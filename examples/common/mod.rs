@@ -52,10 +52,10 @@ impl Args {
                 }
                 positional => Some(positional.to_owned()),
             };
-            if let Some(found) = found {
-                if let Some(first) = url.replace(found) {
-                    return Err(format!("one store URL at most; {first:?} was given first"));
-                }
+            if let Some(found) = found
+                && let Some(first) = url.replace(found)
+            {
+                return Err(format!("one store URL at most; {first:?} was given first"));
             }
         }
         Ok(Args { url: url.unwrap_or_else(|| "memory://".to_owned()), own: values })

@@ -7,8 +7,10 @@ use futures_util::FutureExt;
 
 use super::candidate::{self, PerCall, PerCallStop, Won};
 use super::guard::SlotGuard;
+use super::lease::LossReason;
 use super::lease_guard::{LeaseGuard, Supervision};
 use super::options::Settings;
+use super::overrun;
 use super::renewal::supervise;
 use crate::election::{LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease};
 use crate::error::Error;
@@ -195,11 +197,17 @@ impl LeaderGroupElector {
             Supervision::Spawned => body.await,
             Supervision::ByCaller => {
                 let mut body = body;
-                let deadline = supervise(self.store.clone(), lease, settings.lease_time, None);
+                let deadline =
+                    supervise(self.store.clone(), lease.clone(), settings.lease_time, None);
                 tokio::select! {
                     biased;
                     outcome = &mut body => outcome,
-                    () = deadline => body.await,
+                    () = deadline => {
+                        if lease.loss_reason() == Some(LossReason::Expired) {
+                            overrun::body_outlived_its_lease(lease.key(), settings.lease_time);
+                        }
+                        body.await
+                    }
                 }
             }
         };

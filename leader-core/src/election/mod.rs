@@ -14,6 +14,7 @@ pub(crate) mod guard;
 pub(crate) mod lease;
 mod lease_guard;
 pub(crate) mod options;
+mod overrun;
 pub(crate) mod renewal;
 mod run_result;
 mod state;

@@ -352,7 +352,8 @@ election_setters! {
     fn min_lease_time(min_lease_time: Duration) => min_lease_time;
 
     /// Renew the slot while the body runs, every `renew_interval`; a group renews each of
-    /// its slots alike. Default: false, so the loss signal fires when `lease_time` passes.
+    /// its slots alike. Default: false, so the loss signal fires when `lease_time` passes (a
+    /// `run_if_leader` body still running then is logged as a warning, once per group).
     fn auto_extend(auto_extend: bool) => auto_extend;
 
     /// How often `auto_extend` renews. Default: `lease_time / 3`. Between 1 ms and
