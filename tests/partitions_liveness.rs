@@ -193,6 +193,7 @@ async fn a_node_stopped_during_a_takeover_leaves_before_its_claims_end_on_etcd()
         .await
         .unwrap();
     let store = EtcdStore::connect(&server.url()).await.unwrap();
+    let store_handle = store.clone();
     let dying = node("takeover", count, dying_store, "dying", lease).await;
     let stopping = node("takeover", count, store.clone(), "stopping", lease).await;
     let survivor = node("takeover", count, store, "survivor", lease).await;
@@ -225,6 +226,12 @@ async fn a_node_stopped_during_a_takeover_leaves_before_its_claims_end_on_etcd()
     stopped.await.unwrap().unwrap();
     until_all_owned(&[&survivor], count, 2 * lease, "the survivor").await;
     survivor.stop().await.unwrap();
+    // The stopped node's claims kept its session's lease alive through their lock-delays,
+    // after its session ended: once that lease has run out, no stream is kept for it.
+    eventually(4 * lease, "no keep-alive stream kept", || async {
+        format!("{store_handle:?}").contains("keep_alive_streams: 0")
+    })
+    .await;
 }
 
 /// On etcd, a stopped node leaves no keep-alive stream open: 20 nodes started and stopped

@@ -4,18 +4,21 @@
 //! when it broke.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
+use tokio::time::Instant;
 
 use super::EtcdStore;
+use super::leases::secs;
 use super::members::lease_not_found;
 use crate::error::Error;
 use crate::store::bound::Bound;
 
-/// How many leases' streams a store keeps before it lets them all go (they are opened again
-/// on their next renewal).
-const KEPT: usize = 4096;
+/// How long past its lease's end a stream no renewal used is kept: the lease is gone by
+/// then unless kept alive, and keeping it alive uses the stream.
+const GRACE: Duration = Duration::from_secs(1);
 
 /// An open keep-alive stream: what sends, what answers, and the member it is open on.
 struct Stream {
@@ -24,43 +27,97 @@ struct Stream {
     member: usize,
 }
 
-/// The open streams of one store, by lease. Each lease's stream is used by one renewal at a
-/// time (its lock), so every reply answers the request sent just before it.
+/// A lease's stream, used by one renewal at a time (its lock), so every reply answers the
+/// request sent just before it; and when it may be closed if no renewal uses it again.
+struct Entry {
+    stream: Arc<tokio::sync::Mutex<Option<Stream>>>,
+    idle_until: Instant,
+}
+
+/// The open streams of one store, by lease. A stream is closed when its lease is revoked,
+/// expired or let go ([`forget`](Self::forget)), and otherwise when its lease has run out
+/// with no renewal since: a sweep in the background, while streams are open, closes those
+/// (a lease kept alive through a lock-delay after its session ended, say), so the streams
+/// kept are those of live leases, however many leases come and go.
 #[derive(Default)]
 pub(crate) struct KeepAlives {
-    by_lease: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<Option<Stream>>>>>,
+    streams: Arc<Mutex<Streams>>,
+}
+
+#[derive(Default)]
+struct Streams {
+    by_lease: HashMap<i64, Entry>,
+    sweeping: bool,
 }
 
 impl KeepAlives {
-    fn stream_of(&self, lease: i64) -> Arc<tokio::sync::Mutex<Option<Stream>>> {
-        let mut by_lease = self.by_lease.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if by_lease.len() >= KEPT && !by_lease.contains_key(&lease) {
-            by_lease.clear();
+    /// `lease`'s stream, kept until `ttl` seconds (and the grace) after this use.
+    fn stream_of(&self, lease: i64, ttl: i64) -> Arc<tokio::sync::Mutex<Option<Stream>>> {
+        let idle_until = Instant::now() + secs(ttl) + GRACE;
+        let mut streams = self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = streams
+            .by_lease
+            .entry(lease)
+            .or_insert_with(|| Entry { stream: Arc::default(), idle_until });
+        entry.idle_until = entry.idle_until.max(idle_until);
+        let stream = entry.stream.clone();
+        if !std::mem::replace(&mut streams.sweeping, true) {
+            tokio::spawn(sweep(Arc::downgrade(&self.streams)));
         }
-        by_lease.entry(lease).or_default().clone()
+        stream
     }
 
     /// Closes `lease`'s stream, if one is open (the lease is revoked, expired or let go).
     pub(crate) fn forget(&self, lease: i64) {
-        self.by_lease.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&lease);
+        let mut streams = self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        streams.by_lease.remove(&lease);
     }
 
-    /// How many streams are open, for tests.
-    #[cfg(test)]
-    fn open(&self) -> usize {
-        self.by_lease.lock().unwrap().len()
+    /// How many streams are kept open (shown by the store's `Debug`).
+    pub(crate) fn open(&self) -> usize {
+        self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).by_lease.len()
+    }
+}
+
+/// Closes the streams of leases that ran out unrenewed, at each one's end, until none is
+/// left (the next stream opened starts another sweep) or the store is dropped.
+async fn sweep(streams: Weak<Mutex<Streams>>) {
+    loop {
+        let next = {
+            let Some(streams) = streams.upgrade() else { return };
+            let mut streams = streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let now = Instant::now();
+            // A stream in use is a renewal in flight: it moves its entry's end on.
+            streams
+                .by_lease
+                .retain(|_, entry| entry.idle_until > now || entry.stream.try_lock().is_err());
+            match streams.by_lease.values().map(|entry| entry.idle_until).min() {
+                Some(next) => next.max(now + GRACE),
+                None => {
+                    streams.sweeping = false;
+                    return;
+                }
+            }
+        };
+        tokio::time::sleep_until(next).await;
     }
 }
 
 impl EtcdStore {
-    /// Keeps `lease` alive: `Ok(true)` when it was, `Ok(false)` when it is gone. Sent on the
+    /// Keeps `lease` (of `ttl` seconds) alive: `Ok(true)` when it was, `Ok(false)` when it
+    /// is gone. Sent on the
     /// lease's open stream, which has its share of the time left (as a call to one member
     /// has); a stream that fails or does not answer in it is closed, its member left for
     /// the next, and a new stream opened there (its opening is the renewal).
-    pub(crate) async fn keep_alive(&self, bound: &Bound, lease: i64) -> Result<bool, Error> {
+    pub(crate) async fn keep_alive(
+        &self,
+        bound: &Bound,
+        lease: i64,
+        ttl: i64,
+    ) -> Result<bool, Error> {
         let keep_alives = &self.inner.keep_alives;
         let members = &self.inner.members;
-        let stream = keep_alives.stream_of(lease);
+        let stream = keep_alives.stream_of(lease, ttl);
         let mut open = bound.run(stream.lock()).await?;
         // Taken out while in use: a renewal dropped between its request and the reply leaves
         // no stream behind whose next reply would answer the request before (a new one is
@@ -112,14 +169,36 @@ impl EtcdStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn streams_are_kept_by_lease_and_forgotten() {
+    #[tokio::test(start_paused = true)]
+    async fn streams_are_kept_by_lease_and_forgotten() {
         let keep_alives = KeepAlives::default();
-        let first = keep_alives.stream_of(1);
-        assert!(Arc::ptr_eq(&first, &keep_alives.stream_of(1)));
-        keep_alives.stream_of(2);
+        let first = keep_alives.stream_of(1, 5);
+        assert!(Arc::ptr_eq(&first, &keep_alives.stream_of(1, 5)));
+        keep_alives.stream_of(2, 5);
         assert_eq!(keep_alives.open(), 2);
         keep_alives.forget(1);
         assert_eq!(keep_alives.open(), 1);
+    }
+
+    /// A stream no renewal used since its lease ran out is closed; one renewed is kept, and
+    /// one in use is kept until its renewal ends.
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_unused_past_its_lease_is_closed() {
+        let keep_alives = KeepAlives::default();
+        keep_alives.stream_of(1, 3);
+        keep_alives.stream_of(2, 3);
+        let in_use = keep_alives.stream_of(3, 3);
+        let renewal = in_use.lock().await;
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            keep_alives.stream_of(2, 3); // renewed every 2 s
+        }
+        assert_eq!(keep_alives.open(), 2, "lease 1 ran out unrenewed at 4 s");
+        drop(renewal);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(keep_alives.open(), 0, "every lease ran out; the sweep ended");
+        keep_alives.stream_of(4, 1);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(keep_alives.open(), 0, "a new stream starts another sweep");
     }
 }

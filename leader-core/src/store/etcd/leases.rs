@@ -183,7 +183,8 @@ impl EtcdStore {
         kept: NewLease,
     ) -> Result<Option<NewLease>, Error> {
         let sent_at = Instant::now();
-        Ok(self.keep_alive(bound, kept.id).await?.then_some(NewLease { sent_at, ..kept }))
+        let alive = self.keep_alive(bound, kept.id, kept.ttl).await?;
+        Ok(alive.then_some(NewLease { sent_at, ..kept }))
     }
 
     /// A lease taken for a grant that did not happen: kept for the next one (a session's

@@ -451,6 +451,7 @@ impl fmt::Debug for EtcdStore {
             .field("cluster", &self.inner.description)
             .field("members", &self.inner.members.endpoints())
             .field("session_leases", &self.inner.sessions.lease_count())
+            .field("keep_alive_streams", &self.inner.keep_alives.open())
             .finish()
     }
 }
