@@ -406,3 +406,39 @@ async fn electors_and_an_observer_over_one_shared_store_share_one_reader() {
     assert!(observers.iter().all(|observer| observer.leader().is_none()));
     assert_eq!(watches.0.load(Ordering::Relaxed), 1, "one reader, one watch of the group");
 }
+
+/// On etcd a takeover waits out a lock-delay, shown as a pending slot: no change of the
+/// holders, so observers are not woken by it. Through a crashed holder's expiry and a
+/// takeover, each `changed()` reports other holders than the one before.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeovers_lock_delay_is_no_change_to_observers_on_etcd() {
+    let (holding, server) = support::etcd_store::solo().await;
+    let observing = leader::store::connect(&server.url()).await.unwrap();
+    let taking = leader::store::connect(&server.url()).await.unwrap();
+    let keys = leader::KeyOptions::new().exact_key(KEY);
+    let mut observer = GroupObserver::start_with_keys(&observing, "delayed", &keys).await.unwrap();
+    let holding: SharedStore = std::sync::Arc::new(holding);
+    let crashed = take(&holding, "crashed", token(), 2 * SECOND).await;
+    let successor = tokio::spawn(async move {
+        let held = token();
+        loop {
+            let mut request = request_for(KEY, 1, held, 2 * SECOND);
+            request.holder = "successor";
+            if let leader::store::AcquireOutcome::Granted(grant) =
+                taking.acquire(request).await.unwrap()
+            {
+                return grant.fence;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let mut reported = vec![next(&mut observer).await];
+    while reported.last().unwrap().first().is_none_or(|(holder, _)| holder != "successor") {
+        reported.push(next(&mut observer).await);
+    }
+    let fence = successor.await.unwrap();
+    let expected =
+        [vec![("crashed".to_owned(), crashed)], vec![], vec![("successor".to_owned(), fence)]];
+    assert_eq!(reported, expected, "each report a change of the holders");
+}

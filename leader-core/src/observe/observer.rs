@@ -139,7 +139,8 @@ impl GroupObserver {
     }
 
     /// Waits for the next change of the group's holders (a grant, a release, an expiry, a
-    /// new `max_leaders` after the group emptied) and returns the state after it. A store
+    /// new `max_leaders` after the group emptied) and returns the state after it; a slot
+    /// pending its grant (on etcd, a takeover in its lock-delay) is no change. A store
     /// failure ends the wait with that error (transient: the observer keeps trying, and the
     /// next `changed()` returns the state once the store answers again). Cancel-safe.
     pub async fn changed(&mut self) -> Result<LeaderGroupState, Error> {
