@@ -3,7 +3,9 @@
 //! whether to answer it at once, late (before or after the store acts), lose its reply after
 //! the store acted, fail it (for now or for good), or hold it past its caller's deadline and
 //! let the store act on it afterwards. A killed candidate's calls never return. Every call
-//! the store acts on is written to the trace and followed by a check of the oracle.
+//! the store acts on is written to the trace and followed by a check of the oracle. While
+//! faults are on, a wake-up of a candidate's or an observer's group watch may be lost too,
+//! without an error (a notification the network dropped).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,10 +14,11 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use leader::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, HeldSlot, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotRef, StoreLayer,
+    AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, HeldSlot,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotRef, StoreLayer,
 };
 use leader::{Error, LeaseStore, LeaseToken, SlotInfo};
+use tokio_util::sync::CancellationToken;
 
 use crate::world::{Mutant, World};
 
@@ -320,14 +323,42 @@ impl StoreLayer for FaultLayer {
         let world = Arc::clone(&self.world);
         let key = key.to_owned();
         let apply = Box::pin(async move { world.store.watch_releases(&key).await });
-        self.call("watch", false, apply).await
+        Ok(self.lossy(self.call("watch", false, apply).await?))
     }
 
     async fn watch_changes(&self, _inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
         let world = Arc::clone(&self.world);
         let key = key.to_owned();
         let apply = Box::pin(async move { world.store.watch_changes(&key).await });
-        self.call("watch", false, apply).await
+        Ok(self.lossy(self.call("watch", false, apply).await?))
+    }
+}
+
+impl FaultLayer {
+    /// `watch` as the candidate sees it: each wake-up passed on, unless the seed loses it
+    /// while faults are on (no error: the waiter learns nothing, as of a notification the
+    /// network dropped). Passed on by a task that ends with the watch handed out.
+    fn lossy(&self, mut watch: GroupWatch) -> GroupWatch {
+        let signal = GroupSignal::new();
+        let gone = CancellationToken::new();
+        let handed = signal.watch().holding(gone.clone().drop_guard());
+        let (world, who) = (Arc::clone(&self.world), self.who.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    () = gone.cancelled() => return,
+                    () = watch.woken() => {}
+                }
+                let lost = world.faults_on() && world.draw(|rng| rng.chance(world.fault_rate));
+                if lost {
+                    world.log(&who, "watch: wake-up lost");
+                } else {
+                    signal.wake();
+                }
+            }
+        });
+        handed
     }
 }
 
