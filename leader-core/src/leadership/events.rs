@@ -33,7 +33,8 @@ pub enum LeadershipEvent {
     /// The group's holders changed, as an observer of the group reads them, this
     /// instance's own terms included (client-go's `OnNewLeader`, for a group of any size):
     /// each holder id, in the store's order. Told at the first read that finds a holder and
-    /// at each change after it.
+    /// at each change of the set of holder ids after it (a holder that took its slot again
+    /// is no new leader).
     LeadersChanged(Vec<String>),
 }
 
@@ -53,7 +54,8 @@ pub struct LeadershipEvents {
     status: watch::Receiver<LeadershipStatus>,
     observer: GroupObserver,
     told_term: Option<u64>,
-    told_holders: Vec<(String, u64)>,
+    /// The holder ids last told, sorted.
+    told_holders: Vec<String>,
 }
 
 impl LeadershipEvents {
@@ -110,16 +112,17 @@ impl LeadershipEvents {
         Some(LeadershipEvent::Elected { term, fence: lease.fence(), token: lease.loss_token() })
     }
 
-    /// The group's holders, if they changed since last told.
+    /// The group's holder ids, if they changed since last told.
     fn holders_changed(&mut self) -> Option<Vec<String>> {
-        let state = self.observer.current();
-        let holders: Vec<(String, u64)> =
-            state.leaders.into_iter().map(|slot| (slot.holder, slot.fence)).collect();
-        if holders == self.told_holders {
+        let holders: Vec<String> =
+            self.observer.current().leaders.into_iter().map(|slot| slot.holder).collect();
+        let mut sorted = holders.clone();
+        sorted.sort_unstable();
+        if sorted == self.told_holders {
             return None;
         }
-        self.told_holders = holders;
-        Some(self.told_holders.iter().map(|(holder, _)| holder.clone()).collect())
+        self.told_holders = sorted;
+        Some(holders)
     }
 }
 

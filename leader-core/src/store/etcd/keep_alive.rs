@@ -80,8 +80,19 @@ impl KeepAlives {
 }
 
 /// Closes the streams of leases that ran out unrenewed, at each one's end, until none is
-/// left (the next stream opened starts another sweep) or the store is dropped.
+/// left (the next stream opened starts another sweep) or the store is dropped. A sweep that
+/// ends otherwise (its runtime shut down) lets the next stream opened start another.
 async fn sweep(streams: Weak<Mutex<Streams>>) {
+    /// Marks the sweep as ended if it is dropped before it ends by itself.
+    struct Ended(Option<Weak<Mutex<Streams>>>);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            if let Some(streams) = self.0.take().and_then(|streams| streams.upgrade()) {
+                streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sweeping = false;
+            }
+        }
+    }
+    let mut ended = Ended(Some(streams.clone()));
     loop {
         let next = {
             let Some(streams) = streams.upgrade() else { return };
@@ -94,7 +105,9 @@ async fn sweep(streams: Weak<Mutex<Streams>>) {
             match streams.by_lease.values().map(|entry| entry.idle_until).min() {
                 Some(next) => next.max(now + GRACE),
                 None => {
+                    // Under the lock: a stream opened from now on starts another sweep.
                     streams.sweeping = false;
+                    ended.0 = None;
                     return;
                 }
             }
