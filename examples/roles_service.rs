@@ -143,18 +143,9 @@ async fn ask(address: &str, request: &str) -> std::io::Result<String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = common::Args::parse(
-        "roles_service",
-        &[("--listen", "HOST:PORT"), ("--run-for", "SECONDS")],
-    );
-    let run_for = match args.value("--run-for") {
-        Some(seconds) => Some(Duration::from_secs(
-            seconds
-                .parse()
-                .map_err(|_| format!("--run-for takes whole seconds, not {seconds:?}"))?,
-        )),
-        None => None,
-    };
+    const FLAGS: &[(&str, &str)] = &[("--listen", "HOST:PORT"), ("--run-for", "SECONDS")];
+    let args = common::Args::parse("roles_service", FLAGS);
+    let run_for = args.parsed("roles_service", FLAGS, "--run-for").map(Duration::from_secs);
     let store = common::connect(&args.url).await;
     let listen = args.value("--listen").unwrap_or("127.0.0.1:0").to_owned();
     let listener = TcpListener::bind(&listen).await?;

@@ -48,3 +48,25 @@ async fn a_body_within_its_lease_or_renewed_is_not_warned_of() {
     assert!(ran.is_elected());
     assert_eq!(logs.lines_with("outlived"), Vec::<String>::new());
 }
+
+/// A body that blocks its thread past the deadline (it never yields, so nothing watches the
+/// deadline while it runs) is told of once it returns.
+#[tokio::test]
+async fn a_body_that_blocks_past_its_lease_is_warned_of_when_it_returns() {
+    let (_guard, logs) = support::capture_logs();
+    let options = LeaderElectionOptions::new().lease_time(Duration::from_millis(200));
+    let elector = LeaderElector::new(MemoryStore::new(), options).unwrap();
+    let ran = elector
+        .run_if_leader("blocking-body", |lease| async move {
+            std::thread::sleep(Duration::from_millis(400));
+            lease.live_fence()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ran.elected(), Some(None), "the body ran past its lease");
+    let warnings = logs.lines_with(WARNING);
+    assert!(
+        warnings.iter().any(|line| line.contains("WARN") && line.contains("leader:blocking-body")),
+        "{warnings:#?}"
+    );
+}

@@ -57,11 +57,13 @@ fn an_unknown_flag_a_missing_value_or_a_url_of_another_kind_is_a_usage_error() {
         (&["--listen"][..], "--listen needs a value"),
         (&["--redis", "postgres://postgres@127.0.0.1:1/test"][..], "--redis takes a redis URL"),
         (&["memory://", "memory://"][..], "one store URL at most"),
-        (&["--run-for", "soon"][..], "--run-for takes whole seconds"),
+        (&["--run-for", "soon"][..], "--run-for takes SECONDS, not \"soon\""),
+        (&["--run-for", "1", "--run-for=5"][..], "--run-for given twice"),
+        (&["--etcd", "redis://127.0.0.1:1"][..], "--etcd takes an etcd URL"),
     ] {
         let output = run("roles_service", args);
         let said = stderr(&output);
-        assert_ne!(output.status.code(), Some(0), "{args:?}: {said}");
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
         assert!(said.contains(says), "{args:?}: {said}");
     }
 }

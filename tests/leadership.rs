@@ -141,25 +141,6 @@ async fn resign_lets_another_instance_lead_first() {
     assert!(!a.is_leader(), "the new leader keeps its term");
 }
 
-/// Others get the first chance at a resigned slot, but a slot nobody else wants does not
-/// stay empty for the whole retry interval: the resigner stands again once those waiting
-/// (woken by the release at once) had their chance.
-#[tokio::test(start_paused = true)]
-async fn a_resigner_stands_again_soon_when_nobody_else_takes_its_slot() {
-    let store = MemoryStore::new();
-    let options = || options().max_leaders(3).retry_interval(2 * SECOND);
-    let instances: Vec<Leadership> =
-        (0..3).map(|_| start("sweeper", store.clone(), options())).collect();
-    settle(&instances, 3).await;
-    let resigned_at = Instant::now();
-    for instance in &instances {
-        instance.resign().await;
-    }
-    settle(&instances, 3).await;
-    let took = resigned_at.elapsed();
-    assert!(took <= Duration::from_millis(200), "three free slots stayed empty {took:?}");
-}
-
 #[tokio::test(start_paused = true)]
 async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease() {
     let store = FaultyStore::default();

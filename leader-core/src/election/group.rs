@@ -199,16 +199,17 @@ impl LeaderGroupElector {
                 let mut body = body;
                 let deadline =
                     supervise(self.store.clone(), lease.clone(), settings.lease_time, None);
-                tokio::select! {
+                let outcome = tokio::select! {
                     biased;
                     outcome = &mut body => outcome,
-                    () = deadline => {
-                        if lease.loss_reason() == Some(LossReason::Expired) {
-                            overrun::body_outlived_its_lease(lease.key(), settings.lease_time);
-                        }
-                        body.await
-                    }
+                    () = deadline => body.await,
+                };
+                // Checked once the body ended, so a body that never yielded (it blocked its
+                // thread past the deadline) is told of too.
+                if lease.is_lost() && lease.loss_reason() == Some(LossReason::Expired) {
+                    overrun::body_outlived_its_lease(lease.key(), settings.lease_time);
                 }
+                outcome
             }
         };
         // A failure is logged (and the release goes on in the background): the body's value

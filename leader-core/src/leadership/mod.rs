@@ -250,10 +250,14 @@ impl Leadership {
             if let Some(lease) = self.lease() {
                 return Ok(lease.loss_token());
             }
+            // Stopped first: a refusal before the stop is no reason to wait again.
+            if status.stopped {
+                return Err(Error::Stopped { role: self.role().to_owned() });
+            }
             if let Some(failure) = &status.failure {
                 return Err(Error::duplicate(failure));
             }
-            if status.stopped || changes.changed().await.is_err() {
+            if changes.changed().await.is_err() {
                 return Err(Error::Stopped { role: self.role().to_owned() });
             }
         }
