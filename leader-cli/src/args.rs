@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand};
 use leader::KeyOptions;
 use leader::store::SharedStore;
 
-/// Show, watch and free the slots of leader groups kept in Redis, Valkey, PostgreSQL or etcd.
+/// Show, watch and free the slots of leader groups kept in Redis, Valkey, PostgreSQL or etcd
+/// (etcd with the `etcd` feature).
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
 pub struct Cli {
@@ -16,8 +17,8 @@ pub struct Cli {
     /// Valkey, `postgres://…` for PostgreSQL (user and password go in it; `sslmode` as
     /// libpq reads it: `prefer`, the default, and `require` encrypt without verifying,
     /// `verify-ca` and `verify-full` verify), `etcd://[user:password@]
-    /// host:port[,host:port…][/prefix]` for etcd (`etcds://` for TLS). Redis and etcd TLS
-    /// certificates are always verified.
+    /// host:port[,host:port…][/prefix]` for etcd (`etcds://` for TLS; in a `leader` built
+    /// with the `etcd` feature). Redis and etcd TLS certificates are always verified.
     #[arg(long, env = "LEADER_STORE_URL", default_value = "redis://127.0.0.1:6379", global = true)]
     pub url: String,
     /// The key namespace the services use.
