@@ -31,12 +31,12 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use tokio::time::Instant;
 
-use super::EtcdStore;
 use super::group::Group;
 use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, Slot, SlotValue, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
 use super::slots::Held;
+use super::{EtcdStore, OnLease};
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant};
@@ -120,14 +120,13 @@ impl EtcdStore {
         };
         let acquired_at = layout::to_micros(SystemTime::now());
         let txn = guess_txn(keys, request, lease, marker, index, revision, acquired_at);
-        let reply = match self.send(bound, request.token, lease.id, txn).await {
-            Ok(reply) => reply,
+        let reply = match self.send_on_lease(bound, request.token, lease.id, txn).await? {
+            OnLease::Reply(reply) => reply,
             // A kept lease that is gone (revoked early, say): read, then a new one.
-            Err(error) if lease_gone(&error) => {
+            OnLease::LeaseGone => {
                 self.session_lease_gone(lease.id);
                 return Ok(Guessed::Read(self.read(bound, keys).await?, None));
             }
-            Err(error) => return Err(error),
         };
         let at = reply.header().map_or(0, |header| header.revision());
         if reply.succeeded() {
@@ -208,16 +207,16 @@ impl EtcdStore {
             // To the microsecond, as the slot's record keeps it.
             let acquired_at = layout::to_micros(SystemTime::now());
             let txn = grant_txn(keys, request, new, marker, index, &group, acquired_at, delay);
-            let reply = match self.send(&bound, request.token, new.id, txn).await {
-                Ok(reply) => reply,
-                Err(error) if lease_gone(&error) => {
+            // An error: perhaps granted unseen; the lease is revoked at the token's next
+            // attempt.
+            let reply = match self.send_on_lease(&bound, request.token, new.id, txn).await? {
+                OnLease::Reply(reply) => reply,
+                OnLease::LeaseGone => {
                     // A kept (or session) lease that is gone: a new one next round.
                     self.session_lease_gone(new.id);
                     lease = None;
                     continue;
                 }
-                // Perhaps granted unseen: the lease is revoked at the token's next attempt.
-                Err(error) => return Err(error),
             };
             let at = reply.header().map_or(0, |header| header.revision());
             if !reply.succeeded() {
@@ -538,12 +537,6 @@ fn grant_txn(
         .when(when)
         .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, delay, size))
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
-}
-
-/// Whether a transaction failed because its lease is gone (etcd: "requested lease not
-/// found").
-fn lease_gone(error: &Error) -> bool {
-    matches!(error, Error::Store { message, .. } if message.contains("lease not found"))
 }
 
 /// What a transaction's first `Get` answered.

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EtcdStore;
+use super::members::lease_not_found;
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::token::LeaseToken;
@@ -285,13 +286,14 @@ impl EtcdStore {
     pub(crate) async fn revoke(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
         self.inner.keep_alives.forget(lease);
         let members = &self.inner.members;
-        let revoke =
-            members.call(bound, |client| async move { client.lease_client().revoke(lease).await });
-        match revoke.await {
-            Ok(_) => Ok(()),
-            Err(Error::Store { message, .. }) if message.contains("not found") => Ok(()),
-            Err(error) => Err(error),
-        }
+        // A lease already gone (expired, or revoked before) is revoked.
+        let revoke = members.call(bound, |client| async move {
+            match client.lease_client().revoke(lease).await {
+                Err(error) if !lease_not_found(&error) => Err(error),
+                _ => Ok(()),
+            }
+        });
+        revoke.await
     }
 
     /// Waits out a takeover's lock-delay until `until`, keeping `lease` alive (every third of

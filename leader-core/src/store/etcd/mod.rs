@@ -248,11 +248,45 @@ impl EtcdStore {
     /// Sends one transaction, not again after an attempt that got no answer (see
     /// `Members::call_write`).
     async fn txn(&self, bound: &Bound, txn: Txn) -> Result<etcd_client::TxnResponse, Error> {
+        self.txn_on_lease(bound, txn).await?.reply()
+    }
+
+    /// [`txn`](Self::txn), telling a lease found gone apart, by the client's typed error.
+    async fn txn_on_lease(&self, bound: &Bound, txn: Txn) -> Result<OnLease, Error> {
         let call = self.inner.members.call_write(bound, |client| {
             let txn = txn.clone();
-            async move { client.kv_client().txn(txn).await }
+            async move {
+                match client.kv_client().txn(txn).await {
+                    Ok(reply) => Ok(OnLease::Reply(reply)),
+                    Err(error) if members::lease_not_found(&error) => Ok(OnLease::LeaseGone),
+                    Err(error) => Err(error),
+                }
+            }
         });
         call.await
+    }
+}
+
+/// What a transaction that puts keys on a lease came to.
+pub(crate) enum OnLease {
+    /// The store answered (committed, or its compare failed).
+    Reply(etcd_client::TxnResponse),
+    /// The lease is gone (expired or revoked): nothing was written.
+    LeaseGone,
+}
+
+impl OnLease {
+    /// The reply; a lease found gone is the store's refusal, as etcd words it.
+    pub(crate) fn reply(self) -> Result<etcd_client::TxnResponse, Error> {
+        match self {
+            OnLease::Reply(reply) => Ok(reply),
+            OnLease::LeaseGone => Err(Error::Store {
+                store: "etcd",
+                endpoint: String::new(),
+                operation: "txn",
+                message: "etcdserver: requested lease not found".into(),
+            }),
+        }
     }
 }
 

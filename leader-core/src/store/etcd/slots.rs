@@ -22,9 +22,9 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use tokio::time::Instant;
 
-use super::EtcdStore;
 use super::layout::{GroupKeys, Slot, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
+use super::{EtcdStore, OnLease};
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
@@ -552,13 +552,25 @@ impl EtcdStore {
         lease: i64,
         txn: Txn,
     ) -> Result<etcd_client::TxnResponse, Error> {
+        self.send_on_lease(bound, token, lease, txn).await?.reply()
+    }
+
+    /// [`send`](Self::send), telling a lease found gone apart (etcd refuses a transaction
+    /// that puts a key on a lease it does not have).
+    pub(crate) async fn send_on_lease(
+        &self,
+        bound: &Bound,
+        token: LeaseToken,
+        lease: i64,
+        txn: Txn,
+    ) -> Result<OnLease, Error> {
         // A session's lease is never revoked to settle an unanswered transaction: a late
         // commit on it gives the token no second slot (see `sessions.rs`).
         if self.is_session_lease(lease) {
-            return self.txn(bound, txn).await;
+            return self.txn_on_lease(bound, txn).await;
         }
         self.inner.hints.sending(token, lease);
-        let reply = self.txn(bound, txn).await;
+        let reply = self.txn_on_lease(bound, txn).await;
         if reply.is_ok() || reply.as_ref().is_err_and(|error| !error.is_transient()) {
             // Answered: committed or not, nothing more comes of it.
             self.inner.hints.answered(token, lease);
