@@ -153,3 +153,28 @@ async fn a_leader_elected_elsewhere_is_told_on_redis() {
         "{rest:?}"
     );
 }
+
+/// A holder that takes its slot again (a new fence under the same holder id, as a process
+/// restarted with a fixed id does) is no new leader: `LeadersChanged` is told only when the
+/// set of holder ids changes.
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_takes_its_slot_again_is_no_new_leader() {
+    let store = MemoryStore::new();
+    let two = |holder| options(holder).max_leaders(2);
+    let w = Leadership::start("events", store.clone(), two("w")).unwrap();
+    let a = Leadership::start("events", store.clone(), two("a")).unwrap();
+    let mut events = w.events();
+    until(
+        &mut events,
+        |event| matches!(event, LeadershipEvent::LeadersChanged(holders) if holders.len() == 2),
+    )
+    .await;
+    let fence = a.fence().expect("a leads");
+    a.resign().await; // nobody else waits: a takes its slot again, under a new fence
+    tokio::time::sleep(SECOND).await;
+    assert!(a.fence().is_some_and(|again| again > fence), "a took its slot again");
+    let told = timeout(5 * SECOND, events.next()).await;
+    assert!(told.is_err(), "nothing changed, yet told: {told:?}");
+    w.stop().await;
+    a.stop().await;
+}
