@@ -32,6 +32,34 @@ fn holders(state: &LeaderGroupState) -> Vec<(String, u64)> {
     state.leaders.iter().map(|slot| (slot.holder.clone(), slot.fence)).collect()
 }
 
+/// Counts the state reads and group watches made through it.
+#[derive(Debug, Default)]
+struct Calls {
+    reads: std::sync::atomic::AtomicUsize,
+    watches: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl leader::store::StoreLayer for Calls {
+    async fn state(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+    ) -> Result<leader::store::GroupSnapshot, leader::Error> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner.state(key).await
+    }
+
+    async fn watch_changes(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+    ) -> Result<leader::store::GroupWatch, leader::Error> {
+        self.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner.watch_changes(key).await
+    }
+}
+
 /// The observer's next change, within 5 s.
 async fn next(observer: &mut GroupObserver) -> Vec<(String, u64)> {
     let state = timeout(5 * SECOND, observer.changed()).await.expect("a change in 5 s");
@@ -325,27 +353,12 @@ async fn a_store_and_a_name_are_enough_to_observe() {
 #[tokio::test]
 async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
-    use leader::store::{GroupSnapshot, Layered, StoreLayer};
-
-    /// Counts the state reads made through it.
-    #[derive(Debug, Default)]
-    struct Reads(AtomicUsize);
-    #[async_trait::async_trait]
-    impl StoreLayer for Reads {
-        async fn state(
-            &self,
-            inner: &dyn LeaseStore,
-            key: &str,
-        ) -> Result<GroupSnapshot, leader::Error> {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            inner.state(key).await
-        }
-    }
+    use leader::store::Layered;
 
     let (holding, server) = support::etcd_store::solo().await;
-    let reads = Arc::new(Reads::default());
+    let reads = Arc::new(Calls::default());
     let observing: SharedStore = Arc::new(Layered::new(
         Arc::clone(&reads),
         leader::EtcdStore::connect(&server.url()).await.unwrap(),
@@ -361,9 +374,9 @@ async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
     let holding: SharedStore = Arc::new(holding);
     let fence = take(&holding, "10.0.0.9:8080", token(), 2 * SECOND).await;
     assert_eq!(next(&mut observer).await, [("10.0.0.9:8080".to_owned(), fence)]);
-    let (before, started) = (reads.0.load(Ordering::Relaxed), Instant::now());
+    let (before, started) = (reads.reads.load(Ordering::Relaxed), Instant::now());
     assert_eq!(next(&mut observer).await, []);
-    let (made, took) = (reads.0.load(Ordering::Relaxed) - before, started.elapsed());
+    let (made, took) = (reads.reads.load(Ordering::Relaxed) - before, started.elapsed());
     println!("{made} reads in the {took:?} until the crashed holder's slot was gone");
     assert!(made <= 4, "{made} reads in {took:?}");
 }
@@ -374,26 +387,11 @@ async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
 #[tokio::test]
 async fn electors_and_an_observer_over_one_shared_store_share_one_reader() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
 
-    use leader::store::{GroupWatch, Layered, StoreLayer};
+    use leader::store::Layered;
 
-    /// Counts the group watches made through it.
-    #[derive(Debug, Default)]
-    struct Watches(AtomicUsize);
-    #[async_trait::async_trait]
-    impl StoreLayer for Watches {
-        async fn watch_changes(
-            &self,
-            inner: &dyn LeaseStore,
-            key: &str,
-        ) -> Result<GroupWatch, leader::Error> {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            inner.watch_changes(key).await
-        }
-    }
-
-    let watches = Arc::new(Watches::default());
+    let watches = Arc::new(Calls::default());
     let shared: SharedStore =
         Arc::new(Layered::new(Arc::clone(&watches), leader::MemoryStore::new()));
     let first = LeaderElector::new(shared.clone(), LeaderElectionOptions::new()).unwrap();
@@ -404,7 +402,7 @@ async fn electors_and_an_observer_over_one_shared_store_share_one_reader() {
         GroupObserver::start(&shared, "shared").await.unwrap(),
     ];
     assert!(observers.iter().all(|observer| observer.leader().is_none()));
-    assert_eq!(watches.0.load(Ordering::Relaxed), 1, "one reader, one watch of the group");
+    assert_eq!(watches.watches.load(Ordering::Relaxed), 1, "one reader, one watch of the group");
 }
 
 /// On etcd a takeover waits out a lock-delay, shown as a pending slot: no change of the

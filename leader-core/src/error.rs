@@ -178,7 +178,9 @@ pub enum Error {
     },
 
     /// The leadership was stopped: it will not lead again (start a new one to stand again).
-    #[error("leadership of role `{role}` is stopped; it will not lead again")]
+    #[error(
+        "leadership of role `{role}` is stopped and will not lead again; start a new Leadership to stand again"
+    )]
     Stopped {
         /// The role.
         role: String,
