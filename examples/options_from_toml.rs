@@ -37,13 +37,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         thumbnails.max_leaders(),
         thumbnails.key("thumbnails")?
     );
-    let scheduler = Leadership::start("scheduler", store.clone(), config.scheduler)?;
+    let scheduler = Leadership::start("scheduler", store.clone(), config.scheduler).await?;
     println!("{}", scheduler.describe());
     let channel = LeaderChannel::<String>::new("outbox", &scheduler, config.outbox_channel)?;
     scheduler.wait_for_leadership().await?;
     channel.writer().send("hello".to_owned()).await;
     println!("outbox relayed {:?}", channel.reader().recv().await);
-    scheduler.stop().await;
+    scheduler.stop().await?;
 
     // A node of a set of 8 partitions: alone, it is assigned all 8.
     let mut consumers = Partitions::start("consumers", 8, store, config.consumers).await?;

@@ -156,7 +156,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         LeadershipOptions::new().lease_time(Duration::from_secs(6)).holder_id(me.clone()),
     );
     registry.add_role("scheduler")?.add_role("outbox")?;
-    let roles = registry.start()?;
+    let roles = registry.start().await?;
     for role in roles.iter() {
         println!("{}", role.describe());
     }
@@ -181,7 +181,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => tokio::signal::ctrl_c().await?,
     }
     println!("shutting down: releasing every role");
-    roles.stop().await;
+    roles.stop().await?;
     leader::wait_for_releases().await;
     Ok(())
 }

@@ -8,7 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use leader::store::{AcquireRequest, HeldSlot, ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
+use leader::store::author::HeldSlot;
+use leader::store::{AcquireRequest, ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
 use leader::{EtcdStore, LeaseStore, LeaseToken};
 use support::etcd::EtcdServer;
 use support::etcd_store::solo;

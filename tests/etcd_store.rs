@@ -306,25 +306,20 @@ async fn a_grant_after_a_release_is_one_round_trip_and_a_refusal_writes_nothing(
     assert_eq!((messages() - before, fsyncs() - written), (1.0, 0.0), "one read, no write");
 }
 
-/// A `Leadership` whose lease the cluster cannot keep never leads, and says why where the
-/// application looks: `wait_for_leadership` ends with the refusal, which the status and
-/// the health carry.
+/// A `Leadership` whose lease the cluster cannot keep never leads, and says why: its start
+/// fails with the refusal, naming the lease and the cluster's minimum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leadership_with_a_lease_the_cluster_cannot_keep_reports_the_refusal() {
     let server =
         EtcdServer::start_with(&["--heartbeat-interval", "100", "--election-timeout", "1000"]);
     let store = EtcdStore::builder(server.url()).build().unwrap();
     let options = leader::LeadershipOptions::new().lease_time(SECOND);
-    let leadership = leader::Leadership::start("short", store, options).unwrap();
-    let refused = timeout(10 * SECOND, leadership.wait_for_leadership())
+    let refused = timeout(10 * SECOND, leader::Leadership::start("short", store, options))
         .await
         .expect("ends with the refusal")
         .expect_err("a lease under the cluster's minimum TTL");
     assert!(matches!(refused, Error::InvalidOption { option: "lease_time", .. }), "{refused:?}");
     assert!(refused.to_string().contains("at least 2s"), "{refused}");
-    assert!(leadership.status().failure.is_some() && !leadership.is_leader());
-    assert!(!leadership.health().is_healthy(), "{:?}", leadership.health());
-    leadership.stop().await;
 }
 
 /// Waits for a grant of `key` (a group of one) under a new token, retrying a full group

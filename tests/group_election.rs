@@ -537,7 +537,7 @@ fn a_guard_outliving_its_runtime_still_signals_its_loss() {
 #[tokio::test(start_paused = true)]
 async fn a_late_give_back_never_frees_the_next_grant() {
     let memory = MemoryStore::new();
-    let store = leader::store::Layered::new(
+    let store = leader::store::author::Layered::new(
         LateGiveBack { store: memory.clone(), calls: Default::default() },
         memory.clone(),
     );
@@ -570,7 +570,7 @@ struct LateGiveBack {
 }
 
 #[async_trait::async_trait]
-impl leader::store::StoreLayer for LateGiveBack {
+impl leader::store::author::StoreLayer for LateGiveBack {
     async fn acquire(
         &self,
         inner: &dyn LeaseStore,

@@ -15,9 +15,11 @@ use tokio::time::{sleep, timeout};
 const SECOND: Duration = Duration::from_secs(1);
 
 async fn leader_and_follower(store: &MemoryStore) -> (Leadership, Leadership) {
-    let leader = Leadership::start("inventory", store.clone(), LeadershipOptions::new()).unwrap();
+    let leader =
+        Leadership::start("inventory", store.clone(), LeadershipOptions::new()).await.unwrap();
     leader.wait_for_leadership().await.expect("no refusal");
-    let follower = Leadership::start("inventory", store.clone(), LeadershipOptions::new()).unwrap();
+    let follower =
+        Leadership::start("inventory", store.clone(), LeadershipOptions::new()).await.unwrap();
     sleep(SECOND).await;
     assert!(leader.is_leader() && !follower.is_leader());
     (leader, follower)
@@ -136,7 +138,7 @@ fn bad_options_are_refused() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let leadership =
-            Leadership::start("x", MemoryStore::new(), LeadershipOptions::new()).unwrap();
+            Leadership::start("x", MemoryStore::new(), LeadershipOptions::new()).await.unwrap();
         let err =
             LeaderChannel::<u8>::new("c", &leadership, LeaderChannelOptions::new().capacity(0))
                 .err()

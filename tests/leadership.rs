@@ -42,11 +42,9 @@ async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
     let store = MemoryStore::new();
     let mut instances = Vec::new();
     for i in 0..5 {
-        instances.push(start(
-            "scheduler",
-            store.clone(),
-            options().holder_id(format!("instance-{i}")),
-        ));
+        instances.push(
+            start("scheduler", store.clone(), options().holder_id(format!("instance-{i}"))).await,
+        );
     }
     let first = settle(&instances, 1).await;
     let leader = &instances[first[0]];
@@ -66,13 +64,13 @@ async fn exactly_one_of_several_instances_leads_and_keeps_leading() {
 #[tokio::test(start_paused = true)]
 async fn stop_hands_over_without_waiting_for_expiry() {
     let store = MemoryStore::new();
-    let a = start("outbox", store.clone(), options());
+    let a = start("outbox", store.clone(), options()).await;
     let term = a.wait_for_leadership().await.expect("no refusal");
-    let b = start("outbox", store.clone(), options());
+    let b = start("outbox", store.clone(), options()).await;
     sleep(SECOND).await;
     assert!(!b.is_leader());
     let stopped_at = Instant::now();
-    a.stop().await;
+    a.stop().await.expect("stopped");
     assert!(term.is_cancelled() && !a.is_leader() && a.status().stopped);
     timeout(SECOND, b.wait_for_leadership()).await.expect("b leads at once").expect("no refusal");
     assert!(stopped_at.elapsed() < 10 * Duration::from_millis(1), "{:?}", stopped_at.elapsed());
@@ -85,9 +83,9 @@ async fn stop_hands_over_without_waiting_for_expiry() {
 async fn a_crashed_leader_is_replaced_within_the_lease() {
     let shared = MemoryStore::new();
     let crashing = FaultyStore::over(shared.clone());
-    let a = start("reports", crashing.clone(), options());
+    let a = start("reports", crashing.clone(), options()).await;
     let a_term = a.wait_for_leadership().await.expect("no refusal");
-    let b = start("reports", shared.clone(), options());
+    let b = start("reports", shared.clone(), options()).await;
     sleep(SECOND).await;
     // Cut a off from the store: it renews no more and releases nothing.
     crashing.cut_off(true);
@@ -107,14 +105,14 @@ async fn a_crashed_leader_is_replaced_within_the_lease() {
 async fn a_release_the_store_failed_is_tried_again_until_it_answers() {
     let shared = MemoryStore::new();
     let flaky = FaultyStore::over(shared.clone());
-    let a = start("reports", flaky.clone(), options());
+    let a = start("reports", flaky.clone(), options()).await;
     a.wait_for_leadership().await.expect("no refusal");
     flaky.cut_off(true);
-    a.stop().await;
+    a.stop().await.expect_err("the store did not answer the release");
     sleep(SECOND).await;
     flaky.cut_off(false);
     let answering = Instant::now();
-    let b = start("reports", shared.clone(), options());
+    let b = start("reports", shared.clone(), options()).await;
     timeout(5 * SECOND, b.wait_for_leadership())
         .await
         .expect("b leads once the store answers the release, not at the slot's expiry")
@@ -125,10 +123,10 @@ async fn a_release_the_store_failed_is_tried_again_until_it_answers() {
 #[tokio::test(start_paused = true)]
 async fn resign_lets_another_instance_lead_first() {
     let store = MemoryStore::new();
-    let a = start("janitor", store.clone(), options());
+    let a = start("janitor", store.clone(), options()).await;
     a.wait_for_leadership().await.expect("no refusal");
-    let b = start("janitor", store.clone(), options());
-    let c = start("janitor", store.clone(), options());
+    let b = start("janitor", store.clone(), options()).await;
+    let c = start("janitor", store.clone(), options()).await;
     sleep(SECOND).await;
     let resigned_at = Instant::now();
     a.resign().await;
@@ -148,7 +146,8 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
         "billing",
         store.clone(),
         options().lease_time(12 * SECOND).renew_interval(4 * SECOND),
-    );
+    )
+    .await;
     let token = leadership.wait_for_leadership().await.expect("no refusal");
     let elected_at = Instant::now();
     store.fail_renewals(2);
@@ -167,7 +166,7 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
 #[tokio::test(start_paused = true)]
 async fn a_refused_renewal_steps_down_at_once_and_cancels_the_token() {
     let store = MemoryStore::new();
-    let leadership = start("fenced", store.clone(), options());
+    let leadership = start("fenced", store.clone(), options()).await;
     let token = leadership.wait_for_leadership().await.expect("no refusal");
     let lease = leadership.lease().unwrap();
     // An operator frees the slot; the next renewal (within 5 s) is refused.
@@ -188,7 +187,7 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
     let (_guard, logs) = capture_logs();
     let store = FaultyStore::default();
     store.cut_off(true);
-    let leadership = start("ledger", store.clone(), options());
+    let leadership = start("ledger", store.clone(), options()).await;
     sleep(30 * SECOND).await;
     assert!(!leadership.is_leader());
     assert!(store.acquires() + store.watches() > 20, "retried every ~1 s");
@@ -208,7 +207,7 @@ async fn an_outage_is_logged_once_and_nobody_leads_meanwhile() {
 async fn after_an_outage_the_role_leads_again_soon_after_the_store_answers() {
     let store = FaultyStore::default();
     let options = LeadershipOptions::new().lease_time(SECOND).retry_interval(5 * SECOND);
-    let leadership = start("quick", store.clone(), options);
+    let leadership = start("quick", store.clone(), options).await;
     leadership.wait_for_leadership().await.expect("no refusal");
     store.cut_off(true);
     sleep(Duration::from_millis(1_500)).await;
@@ -229,7 +228,7 @@ async fn a_panic_in_the_loop_is_logged_and_survived() {
     let (_guard, logs) = capture_logs();
     let store = FaultyStore::default();
     store.panic_on_acquires(1);
-    let leadership = start("sturdy", store.clone(), options());
+    let leadership = start("sturdy", store.clone(), options()).await;
     timeout(10 * SECOND, leadership.wait_for_leadership())
         .await
         .expect("leads after the fault")
@@ -243,10 +242,10 @@ async fn a_group_keeps_n_active_members_and_standbys_take_over() {
     let store = MemoryStore::new();
     let mut instances = Vec::new();
     for _ in 0..4 {
-        instances.push(start("workers", store.clone(), options().max_leaders(2)));
+        instances.push(start("workers", store.clone(), options().max_leaders(2)).await);
     }
     let active = settle(&instances, 2).await;
-    instances[active[0]].stop().await;
+    instances[active[0]].stop().await.expect("stopped");
     let live: Vec<Leadership> = instances
         .iter()
         .enumerate()
@@ -263,7 +262,7 @@ async fn a_group_keeps_n_active_members_and_standbys_take_over() {
 #[tokio::test(start_paused = true)]
 async fn subscribers_see_every_change_with_term_and_fence() {
     let store = MemoryStore::new();
-    let leadership = start("watched", store, options());
+    let leadership = start("watched", store, options()).await;
     let mut changes = leadership.subscribe();
     let elected = changes.wait_for(|s| s.is_leader).await.unwrap().clone();
     assert_eq!((elected.term, elected.fence, elected.coordinated), (1, Some(1), true));
@@ -277,9 +276,10 @@ async fn subscribers_see_every_change_with_term_and_fence() {
 #[tokio::test(start_paused = true)]
 async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
     let (_guard, logs) = capture_logs();
-    let follower = start("local", DisabledStore, options());
+    let follower = start("local", DisabledStore, options()).await;
     let leader =
-        start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead));
+        start("local-lead", DisabledStore, options().when_uncoordinated(WhenUncoordinated::Lead))
+            .await;
     sleep(60 * SECOND).await; // four leases: an uncoordinated term never runs out
     assert!(!follower.is_coordinated() && !follower.is_leader());
     assert!(!leader.is_coordinated() && leader.is_leader());
@@ -294,9 +294,9 @@ async fn an_uncoordinated_store_follows_by_default_or_leads_if_asked() {
 async fn a_lost_grant_is_given_back_when_the_leadership_stops_before_its_retry() {
     let store = FaultyStore::default();
     store.lose_acquire_replies(1);
-    let leadership = start("stopped-early", store.clone(), options());
+    let leadership = start("stopped-early", store.clone(), options()).await;
     eventually(SECOND, "the first attempt", || async { store.acquires() == 1 }).await;
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
     assert_eq!(store.acquires(), 1, "stopped before the retry");
     eventually(5 * SECOND, "the lost grant is given back", || async {
         store.state("leader:stopped-early").await.unwrap().leaders.is_empty()
@@ -312,7 +312,7 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     let store = FaultyStore::default();
     store.lose_acquire_replies(1);
     let started = Instant::now();
-    let leadership = start("lost-reply", store.clone(), options());
+    let leadership = start("lost-reply", store.clone(), options()).await;
     timeout(5 * SECOND, leadership.wait_for_leadership())
         .await
         .expect("elected by the retry")
@@ -322,7 +322,7 @@ async fn a_lost_grant_reply_is_recovered_by_the_retry_not_by_expiry() {
     let state = store.state("leader:lost-reply").await.unwrap();
     assert_eq!(state.leaders.len(), 1, "one slot: the retry did not take a second one");
     assert_eq!(Some(state.leaders[0].fence), leadership.fence());
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// A process paused past its lease (here: the runtime's only thread blocked, so no timer
@@ -333,7 +333,7 @@ async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
         .lease_time(Duration::from_millis(300))
         .renew_interval(Duration::from_millis(100))
         .retry_interval(Duration::from_millis(100));
-    let leadership = start("paused", MemoryStore::new(), options);
+    let leadership = start("paused", MemoryStore::new(), options).await;
     let token =
         timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let lease = leadership.lease().expect("leading");
@@ -345,7 +345,7 @@ async fn a_leader_paused_past_its_lease_sees_the_loss_on_its_first_check() {
     assert!(lease.is_lost());
     assert_eq!(lease.loss_reason(), Some(leader::LossReason::Expired));
     assert!(token.is_cancelled(), "the check fired the loss signal too");
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 #[tokio::test]
@@ -354,7 +354,7 @@ async fn describe_reports_the_composition_even_with_the_store_cut_off() {
     store.cut_off(true);
     let options =
         options().keys(leader::KeyOptions::new().namespace("billing:")).holder_id("node-1");
-    let leadership = start("scheduler", store.clone(), options);
+    let leadership = start("scheduler", store.clone(), options).await;
     let description = leadership.describe();
     assert_eq!(description.key, "billing:leader:scheduler");
     assert_eq!((description.store, description.max_leaders), ("faulty", 1));
@@ -363,7 +363,7 @@ async fn describe_reports_the_composition_even_with_the_store_cut_off() {
         "role `scheduler` on faulty store key `billing:leader:scheduler` (one of 1 slots as `node-1`): \
          lease time 15s, renew every 5s, retry every 1s + up to 250ms"
     );
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 #[tokio::test]
@@ -374,9 +374,10 @@ async fn invalid_options_fail_before_anything_starts() {
         store.clone(),
         options().lease_time(10 * SECOND).renew_interval(6 * SECOND),
     )
+    .await
     .unwrap_err();
     assert!(err.to_string().starts_with("invalid `renew_interval` 6s"), "{err}");
-    assert!(Leadership::start("two words", store.clone(), options()).is_err());
+    assert!(Leadership::start("two words", store.clone(), options()).await.is_err());
     assert_eq!(store.acquires() + store.watches(), 0, "nothing touched the store");
 }
 
@@ -387,14 +388,14 @@ async fn on_redis_one_instance_leads_and_stop_hands_over_at_once() {
     let mut instances = Vec::new();
     for _ in 0..3 {
         let store = RedisStore::connect(&server.url()).await.unwrap(); // a process each, in effect
-        instances.push(start("redis-role", store, options.clone()));
+        instances.push(start("redis-role", store, options.clone()).await);
     }
     eventually(10 * SECOND, "one leader", || async { leaders(&instances).await.len() == 1 }).await;
     sleep(Duration::from_millis(500)).await;
     let first = leaders(&instances).await;
     assert_eq!(first.len(), 1);
     let stopped_at = std::time::Instant::now();
-    instances[first[0]].stop().await;
+    instances[first[0]].stop().await.expect("stopped");
     eventually(5 * SECOND, "another leader", || async {
         let now = leaders(&instances).await;
         now.len() == 1 && now != first
@@ -411,7 +412,7 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
         .lease_time(3 * SECOND)
         .renew_interval(SECOND)
         .retry_interval(Duration::from_millis(50));
-    let leadership = start("probed", store.clone(), options);
+    let leadership = start("probed", store.clone(), options).await;
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     sleep(Duration::from_millis(1_500)).await;
     assert!(leadership.health().is_healthy(), "renewing: {:?}", leadership.health());
@@ -440,7 +441,7 @@ async fn the_health_probe_turns_unhealthy_when_renewals_stop() {
     // Once the thread is free, the loop finds the lease gone and steps down or is elected
     // anew: healthy again.
     assert!(seen.last().unwrap().1.is_healthy(), "{:?}", seen.last());
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 #[tokio::test(start_paused = true)]
@@ -450,9 +451,9 @@ async fn standbys_do_not_poll_while_the_leader_renews() {
     let standby_store = FaultyStore::over(shared.clone());
     let options =
         options().lease_time(15 * SECOND).renew_interval(5 * SECOND).retry_interval(SECOND);
-    let leader = start("quiet", leader_store, options.clone());
+    let leader = start("quiet", leader_store, options.clone()).await;
     leader.wait_for_leadership().await.expect("no refusal");
-    let standby = start("quiet", standby_store.clone(), options);
+    let standby = start("quiet", standby_store.clone(), options).await;
     sleep(SECOND).await;
     let before = standby_store.acquires();
     sleep(60 * SECOND).await;
@@ -461,51 +462,4 @@ async fn standbys_do_not_poll_while_the_leader_renews() {
     // so each time), never every 1 s retry interval.
     assert!(attempts <= 7, "{attempts} attempts in 60 s");
     assert!(!standby.is_leader());
-}
-
-/// A refusal only a change of configuration helps (here a group held under another
-/// `max_leaders`) reaches the application: the status and the health carry it,
-/// `wait_for_leadership` ends with it, and a registry's checked start fails on it. Once
-/// the store takes the candidacy again, it is cleared.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_only_configuration_helps_reaches_the_application() {
-    let store = MemoryStore::new();
-    let held = leader::LeaseToken::generate().unwrap();
-    let three = std::num::NonZeroU32::new(3).unwrap();
-    let request =
-        leader::store::AcquireRequest::new("leader:sized", three, held, "old", 60 * SECOND);
-    assert!(matches!(
-        store.acquire(request).await.unwrap(),
-        leader::store::AcquireOutcome::Granted(_)
-    ));
-    let leadership = start("sized", store.clone(), options());
-    let refused = timeout(5 * SECOND, leadership.wait_for_leadership())
-        .await
-        .expect("ends with the refusal")
-        .expect_err("a group of another size");
-    assert!(
-        matches!(refused, leader::Error::MaxLeadersMismatch { requested: 1, existing: 3, .. }),
-        "{refused:?}"
-    );
-    let status = leadership.status();
-    assert!(!status.is_leader && status.failure.is_some(), "{status:?}");
-    assert!(matches!(leadership.health(), leader::LeadershipHealth::Failing { .. }));
-
-    let mut registry = leader::LeadershipRegistry::new(store.clone());
-    registry.add_role("sized").unwrap();
-    let err = registry.start_and_check().await.expect_err("the store refused the role");
-    assert!(matches!(err, leader::Error::MaxLeadersMismatch { .. }), "{err:?}");
-
-    // The old holder goes: the next attempt is taken, and the failure cleared.
-    store.release("leader:sized", held, Duration::ZERO).await.unwrap();
-    eventually(10 * SECOND, "the failure is cleared", || async {
-        leadership.status().failure.is_none()
-    })
-    .await;
-    timeout(10 * SECOND, leadership.wait_for_leadership())
-        .await
-        .expect("leads once the old slots are gone")
-        .expect("no refusal any more");
-    assert!(leadership.status().failure.is_none() && leadership.health().is_healthy());
-    leadership.stop().await;
 }

@@ -50,7 +50,7 @@ fn holders_of(events: &[LeadershipEvent]) -> Vec<Vec<String>> {
 #[tokio::test(start_paused = true)]
 async fn a_term_is_told_begun_with_its_token_then_ended_and_the_stream_ends_at_stop() {
     let store = MemoryStore::new();
-    let a = Leadership::start("events", store.clone(), options("a")).unwrap();
+    let a = Leadership::start("events", store.clone(), options("a")).await.unwrap();
     let mut events = a.events();
     let seen = until(&mut events, |event| matches!(event, LeadershipEvent::Elected { .. })).await;
     let Some(LeadershipEvent::Elected { term, fence, token }) = seen.last().cloned() else {
@@ -58,7 +58,7 @@ async fn a_term_is_told_begun_with_its_token_then_ended_and_the_stream_ends_at_s
     };
     assert_eq!((term, Some(fence)), (1, a.fence()));
     assert!(!token.is_cancelled());
-    let b = Leadership::start("events", store.clone(), options("b")).unwrap();
+    let b = Leadership::start("events", store.clone(), options("b")).await.unwrap();
     a.resign().await;
     assert!(token.is_cancelled());
     let seen = until(
@@ -70,10 +70,10 @@ async fn a_term_is_told_begun_with_its_token_then_ended_and_the_stream_ends_at_s
         seen.iter().any(|event| matches!(event, LeadershipEvent::Lost { term: 1 })),
         "{seen:?}"
     );
-    b.stop().await;
+    b.stop().await.expect("stopped");
     let seen = until(&mut events, |event| matches!(event, LeadershipEvent::Elected { .. })).await;
     assert!(matches!(seen.last(), Some(LeadershipEvent::Elected { term: 2, .. })), "{seen:?}");
-    a.stop().await;
+    a.stop().await.expect("stopped");
     let mut rest = Vec::new();
     while let Some(event) = next(&mut events).await {
         rest.push(event);
@@ -84,8 +84,8 @@ async fn a_term_is_told_begun_with_its_token_then_ended_and_the_stream_ends_at_s
 #[tokio::test(start_paused = true)]
 async fn every_elected_is_followed_by_its_lost_and_holders_are_told_once_per_change() {
     let store = MemoryStore::new();
-    let a = Leadership::start("events", store.clone(), options("a")).unwrap();
-    let b = Leadership::start("events", store.clone(), options("b")).unwrap();
+    let a = Leadership::start("events", store.clone(), options("a")).await.unwrap();
+    let b = Leadership::start("events", store.clone(), options("b")).await.unwrap();
     let mut events = a.events();
     let reading = tokio::spawn(async move {
         let mut told = Vec::new();
@@ -100,7 +100,7 @@ async fn every_elected_is_followed_by_its_lost_and_holders_are_told_once_per_cha
         leader.resign().await;
     }
     tokio::time::sleep(SECOND).await;
-    a.stop().await;
+    a.stop().await.expect("stopped");
     let told = reading.await.unwrap();
     let mut open = None;
     for event in &told {
@@ -117,7 +117,7 @@ async fn every_elected_is_followed_by_its_lost_and_holders_are_told_once_per_cha
     let holders = holders_of(&told);
     assert!(holders.windows(2).all(|pair| pair[0] != pair[1]), "no repeats: {holders:?}");
     assert!(holders.len() >= 4, "every hand-over told: {holders:?}");
-    b.stop().await;
+    b.stop().await.expect("stopped");
 }
 
 /// The holders come from the store, so a leader elected in another process (here: another
@@ -128,14 +128,14 @@ async fn a_leader_elected_elsewhere_is_told_on_redis() {
     let server = RedisServer::start();
     let here = leader::store::connect(&server.url()).await.unwrap();
     let there = leader::store::connect(&server.url()).await.unwrap();
-    let elsewhere = Leadership::start("events", there, options("10.0.0.9:8080")).unwrap();
+    let elsewhere = Leadership::start("events", there, options("10.0.0.9:8080")).await.unwrap();
     timeout(5 * SECOND, elsewhere.wait_for_leadership()).await.unwrap().unwrap();
-    let standby = Leadership::start("events", here, options("10.0.0.7:8080")).unwrap();
+    let standby = Leadership::start("events", here, options("10.0.0.7:8080")).await.unwrap();
     let mut events = standby.events();
     let seen =
         until(&mut events, |event| matches!(event, LeadershipEvent::LeadersChanged(_))).await;
     assert_eq!(holders_of(&seen), [["10.0.0.9:8080"]]);
-    elsewhere.stop().await;
+    elsewhere.stop().await.expect("stopped");
     let seen = until(&mut events, |event| matches!(event, LeadershipEvent::Elected { .. })).await;
     assert!(!holders_of(&seen).contains(&vec!["10.0.0.9:8080".to_owned()]), "{seen:?}");
     drop(standby);
@@ -161,8 +161,8 @@ async fn a_leader_elected_elsewhere_is_told_on_redis() {
 async fn a_holder_that_takes_its_slot_again_is_no_new_leader() {
     let store = MemoryStore::new();
     let two = |holder| options(holder).max_leaders(2);
-    let w = Leadership::start("events", store.clone(), two("w")).unwrap();
-    let a = Leadership::start("events", store.clone(), two("a")).unwrap();
+    let w = Leadership::start("events", store.clone(), two("w")).await.unwrap();
+    let a = Leadership::start("events", store.clone(), two("a")).await.unwrap();
     let mut events = w.events();
     until(
         &mut events,
@@ -175,6 +175,6 @@ async fn a_holder_that_takes_its_slot_again_is_no_new_leader() {
     assert!(a.fence().is_some_and(|again| again > fence), "a took its slot again");
     let told = timeout(5 * SECOND, events.next()).await;
     assert!(told.is_err(), "nothing changed, yet told: {told:?}");
-    w.stop().await;
-    a.stop().await;
+    w.stop().await.expect("stopped");
+    a.stop().await.expect("stopped");
 }

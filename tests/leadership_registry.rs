@@ -18,7 +18,7 @@ async fn roles_start_together_are_found_by_name_and_stop_releasing_their_slots()
     let mut registry = LeadershipRegistry::new(store.clone());
     registry.add_role("scheduler").unwrap().add_role("outbox").unwrap();
     registry.add_role_with("workers", LeadershipOptions::new().max_leaders(3)).unwrap();
-    let roles = registry.start().unwrap();
+    let roles = registry.start().await.unwrap();
     for role in ["scheduler", "outbox", "workers"] {
         let leadership = roles.get(role).expect("looked up by name");
         assert_eq!(leadership.role(), role);
@@ -32,7 +32,7 @@ async fn roles_start_together_are_found_by_name_and_stop_releasing_their_slots()
         LeaderGroupElector::new(store.clone(), LeaderGroupElectionOptions::new(1)).unwrap();
     assert!(observer.state("scheduler").await.unwrap().is_full());
     let stopped_at = tokio::time::Instant::now();
-    roles.stop().await;
+    roles.stop().await.expect("stopped");
     for role in ["scheduler", "outbox", "workers"] {
         assert!(observer.state(role).await.unwrap().is_empty(), "{role} released its slot");
     }
@@ -63,7 +63,7 @@ async fn every_role_is_checked_before_any_starts() {
             LeadershipOptions::new().lease_time(10 * SECOND).renew_interval(9 * SECOND),
         )
         .unwrap();
-    let err = registry.start().err().unwrap();
+    let err = registry.start().await.err().unwrap();
     assert!(err.to_string().starts_with("invalid `renew_interval` 9s"), "{err}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(store.acquires() + store.watches(), 0, "no role started");

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use leader::{Leadership, LeadershipOptions, MemoryStore};
-use support::start;
+use support::{Faulty, FaultyStore, start};
 use tokio::time::{Instant, sleep};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -31,8 +31,10 @@ async fn settle(instances: &[Leadership], n: usize) {
 async fn a_resigner_stands_again_soon_when_nobody_else_takes_its_slot() {
     let store = MemoryStore::new();
     let options = || options().max_leaders(3).retry_interval(2 * SECOND);
-    let instances: Vec<Leadership> =
-        (0..3).map(|_| start("sweeper", store.clone(), options())).collect();
+    let mut instances: Vec<Leadership> = Vec::new();
+    for _ in 0..3 {
+        instances.push(start("sweeper", store.clone(), options()).await);
+    }
     settle(&instances, 3).await;
     let resigned_at = Instant::now();
     for instance in &instances {
@@ -47,13 +49,17 @@ async fn a_resigner_stands_again_soon_when_nobody_else_takes_its_slot() {
 #[tokio::test(start_paused = true)]
 async fn a_stopped_leadership_says_stopped_even_after_a_refusal() {
     let store = MemoryStore::new();
-    let held = start("refused", store.clone(), options().max_leaders(2));
+    let held = start("refused", store.clone(), options().max_leaders(2)).await;
     held.wait_for_leadership().await.expect("no refusal");
-    let refused = start("refused", store.clone(), options());
+    // Started while the store was unreachable (a refusal at start fails `start` itself).
+    let flaky = FaultyStore::over(store.clone());
+    flaky.cut_off(true);
+    let refused = start("refused", flaky.clone(), options()).await;
+    flaky.cut_off(false);
     let error = refused.wait_for_leadership().await.expect_err("another max_leaders");
     assert!(matches!(error, leader::Error::MaxLeadersMismatch { .. }), "{error}");
-    refused.stop().await;
+    refused.stop().await.expect("stopped");
     let error = refused.wait_for_leadership().await.expect_err("stopped");
     assert!(matches!(error, leader::Error::Stopped { .. }), "{error}");
-    held.stop().await;
+    held.stop().await.expect("stopped");
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use leader::store::{AcquireRequest, HeldSlot, Layered, StoreLayer};
+use leader::store::AcquireRequest;
+use leader::store::author::{HeldSlot, Layered, StoreLayer};
 use leader::{
     LeaderChannel, LeaderChannelOptions, LeaderElectionOptions, LeaderElector,
     LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions, LeaseStore,
@@ -128,7 +129,7 @@ async fn a_scripted_sequence_of_elections_is_counted() {
 
     // Long-lived leadership: elected, resigned, elected again; the gauge follows.
     let leadership =
-        Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).unwrap();
+        Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await.unwrap();
     leadership.wait_for_leadership().await.expect("no refusal");
     let role = &[("role", "scheduler")];
     assert_eq!(metrics.gauge("leader_is_leader", role), 1.0);
@@ -148,9 +149,10 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     // Channel drops by reason.
     let follower =
         Leadership::start("scheduler-standby", MemoryStore::new(), LeadershipOptions::new())
+            .await
             .unwrap();
     let channel = LeaderChannel::new("events", &follower, LeaderChannelOptions::new()).unwrap();
-    follower.stop().await;
+    follower.stop().await.expect("stopped");
     for item in 0..3 {
         channel.writer().send(item).await;
     }
@@ -190,7 +192,7 @@ async fn a_scripted_sequence_of_elections_is_counted() {
     }
     let observed = &[("group", "leader:observed"), ("outcome", "changed")];
     assert_eq!(metrics.counter("leader_observed_changes_total", observed), 2);
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 
     // A partitions node: every acquire and renewal it sends is counted under its group.
     let counted = Arc::new(CountCalls::default());

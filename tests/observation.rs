@@ -40,7 +40,7 @@ struct Calls {
 }
 
 #[async_trait::async_trait]
-impl leader::store::StoreLayer for Calls {
+impl leader::store::author::StoreLayer for Calls {
     async fn state(
         &self,
         inner: &dyn LeaseStore,
@@ -54,7 +54,7 @@ impl leader::store::StoreLayer for Calls {
         &self,
         inner: &dyn LeaseStore,
         key: &str,
-    ) -> Result<leader::store::GroupWatch, leader::Error> {
+    ) -> Result<leader::store::author::GroupWatch, leader::Error> {
         self.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         inner.watch_changes(key).await
     }
@@ -228,7 +228,7 @@ async fn dropping_the_last_observer_withdraws_its_announcement() {
 struct NoChangeEvents;
 
 #[async_trait::async_trait]
-impl leader::store::StoreLayer for NoChangeEvents {
+impl leader::store::author::StoreLayer for NoChangeEvents {
     fn kind(&self, _: &dyn LeaseStore) -> &'static str {
         "no-change-events"
     }
@@ -237,12 +237,12 @@ impl leader::store::StoreLayer for NoChangeEvents {
         &self,
         _: &dyn LeaseStore,
         _: &str,
-    ) -> Result<leader::store::GroupWatch, leader::Error> {
+    ) -> Result<leader::store::author::GroupWatch, leader::Error> {
         Err(leader::Error::Unsupported { store: "no-change-events", operation: "watch changes" })
     }
 }
 
-type WithoutChangeEvents = leader::store::Layered<NoChangeEvents, leader::MemoryStore>;
+type WithoutChangeEvents = leader::store::author::Layered<NoChangeEvents, leader::MemoryStore>;
 
 #[tokio::test(start_paused = true)]
 async fn a_store_without_change_events_is_read_once_a_second() {
@@ -266,7 +266,7 @@ async fn a_leadership_observes_its_own_role() {
 
     let store = leader::MemoryStore::new();
     let options = LeadershipOptions::new().holder_id("10.0.0.5:8080");
-    let leadership = Leadership::start("scheduler", store, options).unwrap();
+    let leadership = Leadership::start("scheduler", store, options).await.unwrap();
     let observer = leadership.observe().await.unwrap();
     assert_eq!(observer.key(), "leader:scheduler");
     let mut changes = Box::pin(observer.into_stream());
@@ -274,7 +274,7 @@ async fn a_leadership_observes_its_own_role() {
         let state = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
         assert_eq!(state.leaders[0].holder, "10.0.0.5:8080");
     }
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
     let state = timeout(5 * SECOND, changes.next()).await.unwrap().unwrap().unwrap();
     assert!(state.is_empty(), "the term ended: {state:?}");
 }
@@ -355,7 +355,7 @@ async fn a_crashed_holders_last_second_costs_an_observer_a_few_reads_on_etcd() {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
-    use leader::store::Layered;
+    use leader::store::author::Layered;
 
     let (holding, server) = support::etcd_store::solo().await;
     let reads = Arc::new(Calls::default());
@@ -389,7 +389,7 @@ async fn electors_and_an_observer_over_one_shared_store_share_one_reader() {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
-    use leader::store::Layered;
+    use leader::store::author::Layered;
 
     let watches = Arc::new(Calls::default());
     let shared: SharedStore =

@@ -210,9 +210,6 @@ async fn bad_input_is_refused_with_the_value_and_what_is_allowed() {
     let error =
         refused(Partitions::start("bad name", 4, store.clone(), PartitionOptions::new()).await);
     assert!(error.contains("bad name") && error.contains("whitespace"), "{error}");
-    let error =
-        refused(Partitions::start("x", 4, leader::DisabledStore, PartitionOptions::new()).await);
-    assert!(error.contains("partition leases"), "{error}");
 }
 
 /// Nodes that would split the set two ways are refused at start, with an error naming what
@@ -541,7 +538,8 @@ async fn nodes_in_processes_share_partitions_on_etcd() {
 /// per renewal interval: counted through a layer over three nodes for six intervals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stable_node_reads_the_members_once_per_renewal() {
-    use leader::store::{GroupSnapshot, Layered, StoreLayer};
+    use leader::store::GroupSnapshot;
+    use leader::store::author::{Layered, StoreLayer};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[derive(Debug, Default)]
@@ -562,7 +560,7 @@ async fn a_stable_node_reads_the_members_once_per_renewal() {
         async fn renew_many(
             &self,
             inner: &dyn LeaseStore,
-            slots: &[leader::store::HeldSlot<'_>],
+            slots: &[leader::store::author::HeldSlot<'_>],
             lease_time: Duration,
         ) -> Result<Vec<leader::store::RenewOutcome>, leader::Error> {
             self.batches.fetch_add(1, Ordering::Relaxed);

@@ -73,7 +73,7 @@ async fn a_read_grant_is_revoked_by_an_event_and_the_stream_ends_after_stop() {
             other => panic!("expected a grant, got {other:?}"),
         }
     }
-    let stopping = tokio::spawn(node.stop());
+    let stopping = tokio::spawn(async move { node.stop().await });
     let mut revoked = Vec::new();
     while let Some(event) = events.next().await {
         match event {

@@ -211,7 +211,7 @@ async fn a_node_stopped_during_a_takeover_leaves_before_its_claims_end_on_etcd()
     .await;
     let held = stopping.view().owned;
     let started = Instant::now();
-    let stopped = tokio::spawn(stopping.stop());
+    let stopped = tokio::spawn(async move { stopping.stop().await });
     eventually(lease, "the survivor owns what the stopped node held", || async {
         let owned = survivor.view().owned;
         held.iter().all(|index| owned.contains(index))
@@ -275,7 +275,8 @@ async fn a_dead_members_last_second_costs_a_few_reads_on_etcd() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use leader::store::{GroupSnapshot, Layered, StoreLayer};
+    use leader::store::GroupSnapshot;
+    use leader::store::author::{Layered, StoreLayer};
     use leader::{Error, EtcdStore};
     use support::etcd::EtcdServer;
     use support::proxy::{Fault, Proxy};

@@ -250,21 +250,22 @@ async fn leadership_hands_over_at_once_on_stop() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
     let options = leader::LeadershipOptions::new().lease_time(30 * SECOND);
-    let first = leader::Leadership::start("scheduler", store.clone(), options.clone()).unwrap();
+    let first =
+        leader::Leadership::start("scheduler", store.clone(), options.clone()).await.unwrap();
     first.wait_for_leadership().await.expect("no refusal");
-    let second = leader::Leadership::start("scheduler", store.clone(), options).unwrap();
+    let second = leader::Leadership::start("scheduler", store.clone(), options).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(first.is_leader() && !second.is_leader(), "one leader");
     let fence = first.fence().unwrap();
     let stopped = tokio::time::Instant::now();
-    first.stop().await;
+    first.stop().await.expect("stopped");
     tokio::time::timeout(5 * SECOND, second.wait_for_leadership())
         .await
         .expect("hand-over")
         .expect("no refusal");
     assert!(stopped.elapsed() < 5 * SECOND, "woken by NOTIFY, not the 30 s lease");
     assert!(second.fence().unwrap() > fence);
-    second.stop().await;
+    second.stop().await.expect("stopped");
 }
 
 #[tokio::test]
@@ -606,12 +607,13 @@ async fn candidates_elect_on_a_new_database_through_a_store_built_without_io() {
     let other = PostgresServer::start();
     let built = PostgresStore::builder(other.url()).build().expect("no I/O");
     let leadership = leader::Leadership::start("fresh", built, leader::LeadershipOptions::new())
+        .await
         .expect("valid options");
     tokio::time::timeout(20 * SECOND, leadership.wait_for_leadership())
         .await
         .expect("a Leadership leads on a new database")
         .expect("no refusal");
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// An operator's or observer's read never runs DDL: on a database without the schema, a

@@ -147,7 +147,8 @@ async fn replica_acknowledgement_fails_and_releases_an_unreplicated_grant() {
 /// before the deadline its holder was given.
 #[tokio::test]
 async fn a_renewal_too_few_replicas_acknowledged_is_not_counted() {
-    use leader::store::{HeldSlot, RenewOutcome};
+    use leader::store::RenewOutcome;
+    use leader::store::author::HeldSlot;
 
     let (primary, replica) = primary_with_a_synced_replica().await;
     let store = RedisStore::builder(primary.url()).replica_ack(1, SECOND).build().unwrap();
@@ -285,7 +286,7 @@ async fn a_standby_whose_grant_came_late_leads_as_soon_as_the_store_answers() {
         .retry_interval(5 * SECOND)
         .retry_jitter(Duration::ZERO)
         .keys(leader::KeyOptions::new().exact_key(key));
-    let standby = leader::Leadership::start("standby", store.clone(), options).unwrap();
+    let standby = leader::Leadership::start("standby", store.clone(), options).await.unwrap();
     // It is refused and sleeps until the holder's expiry; the server stops just before,
     // so its next attempt is sent into the pause and answered after it, late.
     tokio::time::sleep_until(expires - Duration::from_millis(300)).await;
@@ -303,7 +304,7 @@ async fn a_standby_whose_grant_came_late_leads_as_soon_as_the_store_answers() {
     // Before: a whole retry interval (5 s) after the store answered.
     assert!(after < 2 * SECOND, "led {after:?} after the store answered");
     eprintln!("led {after:?} after the store answered");
-    standby.stop().await;
+    standby.stop().await.expect("stopped");
 }
 
 /// A per-call attempt sent into a paused server fails with a timeout, and its candidate

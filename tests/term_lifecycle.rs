@@ -35,9 +35,9 @@ fn short() -> LeadershipOptions {
 async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_everywhere() {
     let shared = MemoryStore::new();
     let a_store = FaultyStore::over(shared.clone());
-    let a = start("stalled", a_store.clone(), short().holder_id("a"));
+    let a = start("stalled", a_store.clone(), short().holder_id("a")).await;
     timeout(5 * SECOND, a.wait_for_leadership()).await.expect("a leads").expect("no refusal");
-    let b = start("stalled", shared.clone(), short().holder_id("b"));
+    let b = start("stalled", shared.clone(), short().holder_id("b")).await;
     let mut a_status = a.subscribe();
 
     a_store.delay_renewal_reply(20 * MS);
@@ -65,8 +65,8 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
     assert_eq!(state.leaders.len(), 1, "{state:?}");
     assert_eq!(state.leaders[0].fence, lead, "the slot is the leader's, not the old term's");
     assert!(a.health().is_healthy() && b.health().is_healthy());
-    a.stop().await;
-    b.stop().await;
+    a.stop().await.expect("stopped");
+    b.stop().await.expect("stopped");
 }
 
 /// A renewal cut off by the local deadline may still have extended the slot at the
@@ -76,7 +76,7 @@ async fn a_loss_decided_by_is_leader_during_a_stalled_renewal_ends_the_term_ever
 async fn a_term_lost_by_expiry_releases_its_slot_before_standing_again() {
     let store = FaultyStore::default();
     let options = LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND);
-    let leadership = start("expiring", store.clone(), options);
+    let leadership = start("expiring", store.clone(), options).await;
     let first = leadership.wait_for_leadership().await.expect("no refusal");
     let first_lease = leadership.lease().unwrap();
     // The renewal at 5 s extends the slot to 20 s at the store; its reply comes at 16 s,
@@ -101,7 +101,7 @@ async fn a_group_member_never_holds_two_slots_after_a_loss_by_expiry() {
     let store = FaultyStore::default();
     let options =
         LeadershipOptions::new().lease_time(15 * SECOND).renew_interval(5 * SECOND).max_leaders(2);
-    let leadership = start("pool", store.clone(), options);
+    let leadership = start("pool", store.clone(), options).await;
     let first = leadership.wait_for_leadership().await.expect("no refusal");
     store.delay_renewal_reply(11 * SECOND);
     first.cancelled().await;
@@ -120,7 +120,7 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
     store.delay_acquire_reply(9 * SECOND);
     let began = Instant::now();
     let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
-    let leadership = start("slow-grant", store.clone(), options);
+    let leadership = start("slow-grant", store.clone(), options).await;
     let term = leadership.wait_for_leadership().await.expect("no refusal");
     sleep(11 * SECOND).await;
     assert!(!term.is_cancelled(), "the term lapsed without a renewal (before the fix)");
@@ -128,7 +128,7 @@ async fn a_slow_grant_is_renewed_from_its_deadline_not_from_its_reply() {
     // 9 s: at once, since less than 8 s (two thirds) remained; then whenever 8 s remain of
     // the renewed leases (9 + 12 - 8 = 13, then 17).
     assert_eq!(offsets, [9, 13, 17].map(Duration::from_secs).to_vec());
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// Item 3, steady state: renewals follow the deadline, at `renew_interval` after each send.
@@ -137,14 +137,14 @@ async fn renewals_keep_the_cadence_from_each_send() {
     let store = FaultyStore::default();
     let began = Instant::now();
     let options = LeadershipOptions::new().lease_time(12 * SECOND).renew_interval(4 * SECOND);
-    let leadership = start("cadence", store.clone(), options);
+    let leadership = start("cadence", store.clone(), options).await;
     leadership.wait_for_leadership().await.expect("no refusal");
     sleep(2 * SECOND).await;
     store.delay_renewal_reply(3 * SECOND); // a slow reply does not shift the schedule
     sleep(15 * SECOND).await;
     let offsets: Vec<Duration> = store.renewal_times().iter().map(|t| *t - began).collect();
     assert_eq!(offsets, [4, 8, 12, 16].map(Duration::from_secs).to_vec());
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// Item 5, per call: a grant whose reply arrives after its deadline never reaches the body;
@@ -181,14 +181,14 @@ async fn run_if_leader_never_runs_the_body_under_an_expired_grant() {
 async fn wait_for_leadership_never_returns_an_expired_term() {
     let store = FaultyStore::default();
     store.delay_acquire_reply(16 * SECOND); // lease 15 s
-    let leadership = start("late", store.clone(), LeadershipOptions::new());
+    let leadership = start("late", store.clone(), LeadershipOptions::new()).await;
     let mut changes = leadership.subscribe();
     let term = leadership.wait_for_leadership().await.expect("no refusal");
     assert!(!term.is_cancelled());
     assert!(leadership.is_leader(), "handed a term already over (before the fix)");
     assert!(leadership.lease().unwrap().remaining() > 14 * SECOND);
     assert_eq!(changes.borrow_and_update().term, 1, "the late grant was not counted as a term");
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// After a pause, the term token is cancelled by the loop, which may run after the
@@ -196,7 +196,8 @@ async fn wait_for_leadership_never_returns_an_expired_term() {
 #[tokio::test(flavor = "current_thread")]
 async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
     let leadership =
-        start("gated", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
+        start("gated", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS))
+            .await;
     let term =
         timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let fence = leadership.fence().expect("leading");
@@ -209,14 +210,15 @@ async fn after_a_pause_fence_is_none_before_the_loop_has_run() {
     assert_eq!(leadership.fence(), None, "a fence for a term past its deadline (before the fix)");
     assert!(term.is_cancelled(), "the check decided the loss, so the token follows");
     assert!(!leadership.status().is_leader, "and so does the status");
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// A channel write after a pause is a follower's, even before the loop has run.
 #[tokio::test(flavor = "current_thread")]
 async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     let leadership =
-        start("channel", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
+        start("channel", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS))
+            .await;
     let channel = LeaderChannel::new("events", &leadership, LeaderChannelOptions::new()).unwrap();
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     assert_eq!(channel.writer().send(1).await, Delivery::Queued);
@@ -227,14 +229,15 @@ async fn a_channel_write_after_a_pause_is_dropped_as_a_followers() {
     assert_eq!(delivery, Delivery::Dropped(leader::DropReason::Follower));
     assert_eq!(channel.reader().try_recv(), Some(1));
     assert_eq!(channel.reader().try_recv(), None);
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// Formatting a lease reads it; it decides nothing.
 #[tokio::test(flavor = "current_thread")]
 async fn debug_formatting_a_lease_decides_no_loss() {
     let leadership =
-        start("debug", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS));
+        start("debug", MemoryStore::new(), short().lease_time(300 * MS).renew_interval(100 * MS))
+            .await;
     timeout(5 * SECOND, leadership.wait_for_leadership()).await.unwrap().expect("no refusal");
     let lease = leadership.lease().unwrap();
     std::thread::sleep(400 * MS);
@@ -243,7 +246,7 @@ async fn debug_formatting_a_lease_decides_no_loss() {
     assert_eq!(lease.loss_reason(), None, "Debug decided the loss (before the fix)");
     assert!(lease.is_lost());
     assert_eq!(lease.loss_reason(), Some(LossReason::Expired));
-    leadership.stop().await;
+    leadership.stop().await.expect("stopped");
 }
 
 /// A dropped `run_if_leader` future releases in the background, and a program

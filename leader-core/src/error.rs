@@ -186,6 +186,16 @@ pub enum Error {
         role: String,
     },
 
+    /// A background task of `leader` (a leadership's loop, a partitions node) ended
+    /// abnormally, found when it was stopped; what it held expires at the end of its lease.
+    #[error("the {what} ended abnormally: {reason}")]
+    BackgroundTaskFailed {
+        /// The task, for humans.
+        what: String,
+        /// Why, as the runtime reported it (a panic's message).
+        reason: String,
+    },
+
     /// A registry was given the same role twice.
     #[error("role `{role}` is already in the registry; each role can be added once")]
     RoleAlreadyAdded {
@@ -455,6 +465,9 @@ impl Error {
                 existing: *existing,
             },
             Stopped { role } => Stopped { role: role.clone() },
+            BackgroundTaskFailed { what, reason } => {
+                BackgroundTaskFailed { what: what.clone(), reason: reason.clone() }
+            }
             RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
             RolesShareKey { first, second, key } => {
                 RolesShareKey { first: first.clone(), second: second.clone(), key: key.clone() }

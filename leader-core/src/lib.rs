@@ -61,8 +61,8 @@ pub use leadership::{
 };
 pub use observe::GroupObserver;
 pub use partitions::{
-    MAX_PARTITIONS, Partition, PartitionEvent, PartitionEvents, PartitionOptions, Partitions,
-    PartitionsView,
+    MAX_PARTITIONS, MAX_WEIGHT, Partition, PartitionEvent, PartitionEvents, PartitionOptions,
+    Partitions, PartitionsView,
 };
 pub use store::{DisabledStore, LeaseStore, MemoryStore, SlotInfo};
 #[cfg(feature = "etcd")]

@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use leader::store::author::{GroupWatch, Layered, StoreLayer};
 use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, Layered, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotRef, StoreLayer,
+    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome, Revocation,
+    SlotRef,
 };
 use leader::{Error, LeaseStore, LeaseToken, MemoryStore};
 use std::num::NonZeroU32;
@@ -324,13 +325,14 @@ impl StoreLayer for Faults {
     }
 }
 
-/// Starts a leadership of `role`; the options must be valid (a test's own mistake if not).
-pub fn start(
+/// Starts a leadership of `role` (once the store answered its first attempt); the options
+/// must be valid and the store must not refuse them (a test's own mistake if not).
+pub async fn start(
     role: &str,
     store: impl LeaseStore + 'static,
     options: leader::LeadershipOptions,
 ) -> leader::Leadership {
-    leader::Leadership::start(role, store, options).expect("valid options")
+    leader::Leadership::start(role, store, options).await.expect("valid options, not refused")
 }
 
 /// Polls `check` every few milliseconds until it holds, for at most `within`.

@@ -116,7 +116,7 @@ impl LeaderChannelOptions {
 /// use leader_core::{Delivery, Leadership, LeadershipOptions, LeaderChannel, LeaderChannelOptions, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-/// let leadership = Leadership::start("inventory", MemoryStore::new(), LeadershipOptions::new())?;
+/// let leadership = Leadership::start("inventory", MemoryStore::new(), LeadershipOptions::new()).await?;
 /// let changes = LeaderChannel::new("inventory-changes", &leadership, LeaderChannelOptions::new())?;
 /// leadership.wait_for_leadership().await?;
 /// assert_eq!(changes.writer().send("sku-1 -1").await, Delivery::Queued);

@@ -56,10 +56,10 @@ use crate::telemetry;
 /// use leader_core::{Leadership, LeadershipOptions, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-/// let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new())?;
+/// let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await?;
 /// let term = leadership.wait_for_leadership().await?; // cancelled when this term ends
 /// assert!(leadership.is_leader() && !term.is_cancelled());
-/// leadership.stop().await; // hands over at once
+/// leadership.stop().await?; // hands over at once
 /// assert!(term.is_cancelled());
 /// # Ok(()) }
 /// ```
@@ -78,8 +78,11 @@ struct Shared {
     commands: mpsc::UnboundedSender<Command>,
     shutdown: CancellationToken,
     task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The store's failure to release the slot held when the loop was stopped, for
+    /// [`Leadership::stop`] to return.
+    stop_failure: Mutex<Option<Error>>,
     /// Set once the store answered the first candidacy attempt (a grant, a refusal or a
-    /// failure), for [`LeadershipRegistry::start_and_check`].
+    /// failure), for [`Leadership::start`].
     answered: watch::Sender<bool>,
 }
 
@@ -121,20 +124,36 @@ impl Drop for StopOnDrop {
 }
 
 impl Leadership {
-    /// Checks `options` for `role` and starts the background loop on the current tokio
-    /// runtime; returns at once, before any election. Fails only on invalid options, names
-    /// or keys, naming the first value out of range.
+    /// Checks `options` for `role`, starts the background loop on the current tokio
+    /// runtime, and returns once the store answered the first candidacy attempt: a grant, a
+    /// slot held by others (this instance stands by), or an unreachable store (waited out in
+    /// the background). Fails on invalid options, names or keys, naming the first value out
+    /// of range, and with the store's refusal of the first attempt when only a change of
+    /// configuration helps (see [`LeadershipStatus::failure`]); the loop is stopped then.
+    /// Over a store that does not coordinate it returns at once, following
+    /// `when_uncoordinated`.
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime, as `tokio::spawn` does.
-    pub fn start(
+    pub async fn start(
         role: &str,
         store: impl IntoSharedStore,
         options: LeadershipOptions,
     ) -> Result<Self, Error> {
         let settings = options.settings(role)?;
-        Ok(Self::start_validated(settings, store.into_shared_store()))
+        let leadership = Self::start_validated(settings, store.into_shared_store());
+        leadership.checked().await
+    }
+
+    /// `self` once the store answered its first candidacy attempt, or the refusal (after
+    /// stopping the loop).
+    pub(crate) async fn checked(self) -> Result<Self, Error> {
+        if let Err(refused) = self.first_answer().await {
+            let _ = self.stop().await;
+            return Err(refused);
+        }
+        Ok(self)
     }
 
     pub(crate) fn start_validated(
@@ -155,6 +174,7 @@ impl Leadership {
             commands,
             shutdown: shutdown.clone(),
             task: tokio::sync::Mutex::new(None),
+            stop_failure: Mutex::new(None),
             answered: watch::Sender::new(false),
         });
         let task = tokio::spawn(run::run(shared.clone(), received));
@@ -206,7 +226,7 @@ impl Leadership {
     /// ```
     /// # use leader_core::{Leadership, LeadershipOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
-    /// # let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new())?;
+    /// # let leadership = Leadership::start("scheduler", MemoryStore::new(), LeadershipOptions::new()).await?;
     /// # leadership.wait_for_leadership().await;
     /// # async fn fire_job(_fence: u64) {}
     /// if let Some(fence) = leadership.fence() {
@@ -291,7 +311,7 @@ impl Leadership {
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
     /// let options = LeadershipOptions::new().holder_id("10.0.0.7:8080");
-    /// let leadership = Leadership::start("scheduler", MemoryStore::new(), options)?;
+    /// let leadership = Leadership::start("scheduler", MemoryStore::new(), options).await?;
     /// let mut events = leadership.events();
     /// let work = tokio::spawn(async move {
     ///     while let Some(event) = events.next().await {
@@ -307,7 +327,7 @@ impl Leadership {
     ///     }
     /// });
     /// leadership.wait_for_leadership().await?;
-    /// leadership.stop().await; // the stream tells Lost, then ends
+    /// leadership.stop().await?; // the stream tells Lost, then ends
     /// work.await.unwrap();
     /// # Ok(()) }
     /// ```
@@ -328,13 +348,24 @@ impl Leadership {
     }
 
     /// Stops the loop for good, releasing the slot if held, and waits for it to finish.
-    pub async fn stop(&self) {
+    /// `Err` with the store's failure to answer that release (the slot then expires at the
+    /// end of its lease; the release goes on in the background meanwhile), or if the loop
+    /// ended abnormally. A second call, or a call on another handle, returns `Ok` at once.
+    pub async fn stop(&self) -> Result<(), Error> {
         self.shared.shutdown.cancel();
         let task = self.shared.task.lock().await.take();
         if let Some(task) = task
             && let Err(error) = task.await
         {
             tracing::error!(role = self.role(), %error, "leadership loop ended abnormally");
+            return Err(Error::BackgroundTaskFailed {
+                what: format!("leadership loop of role `{}`", self.role()),
+                reason: error.to_string(),
+            });
+        }
+        match self.shared.stop_failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 

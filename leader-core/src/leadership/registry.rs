@@ -23,9 +23,9 @@ use crate::store::{IntoSharedStore, LeaseStore};
 /// registry.add_role_with("outbox", LeadershipOptions::new().lease_time(Duration::from_secs(10)))?;
 /// assert!(registry.add_role("scheduler").is_err());
 ///
-/// let roles = registry.start()?;
+/// let roles = registry.start().await?;
 /// roles.get("scheduler").unwrap().wait_for_leadership().await?;
-/// roles.stop().await; // every role releases its slot
+/// roles.stop().await?; // every role releases its slot
 /// # Ok(()) }
 /// ```
 pub struct LeadershipRegistry {
@@ -96,24 +96,34 @@ impl LeadershipRegistry {
         Ok(settings)
     }
 
-    /// Validates every role, then starts them all on the current tokio runtime.
-    pub fn start(self) -> Result<Roles, Error> {
+    /// Validates every role, starts them all on the current tokio runtime, and returns once
+    /// the store answered every role's first candidacy attempt (a grant, a slot held by
+    /// others, or an unreachable store, which the roles wait out), as
+    /// [`Leadership::start`] does for one role. Fails on the first invalid role before any
+    /// starts, and with the first refusal only a change of configuration helps (an option
+    /// the store cannot keep, credentials, a permission; see
+    /// [`LeadershipStatus::failure`](crate::LeadershipStatus::failure)), after stopping
+    /// every role again.
+    pub async fn start(self) -> Result<Roles, Error> {
         let settings = self.settings()?;
         let leaderships = settings
             .into_iter()
             .map(|settings| Leadership::start_validated(settings, self.store.clone()))
             .collect();
-        Ok(Roles { leaderships })
+        let roles = Roles { leaderships };
+        let answers = roles.leaderships.iter().map(Leadership::first_answer);
+        let refused =
+            futures_util::future::join_all(answers).await.into_iter().find_map(Result::err);
+        match refused {
+            Some(error) => {
+                let _ = roles.stop().await;
+                Err(error)
+            }
+            None => Ok(roles),
+        }
     }
-}
 
-impl LeadershipRegistry {
-    /// [`start`](Self::start), then waits until the store answered every role's first
-    /// candidacy attempt (a grant, a refusal, or an unreachable store, which the roles wait
-    /// out), and fails with the first refusal only a change of configuration helps (an
-    /// option the store cannot keep, credentials, a permission; see
-    /// [`LeadershipStatus::failure`](crate::LeadershipStatus::failure)), after stopping
-    /// every role again.
+    /// What [`start`](Self::start) now does.
     ///
     /// ```
     /// use leader_core::{LeadershipOptions, LeadershipRegistry, MemoryStore};
@@ -121,22 +131,13 @@ impl LeadershipRegistry {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
     /// let mut registry = LeadershipRegistry::new(MemoryStore::new());
     /// registry.add_role("scheduler")?.add_role("outbox")?;
-    /// let roles = registry.start_and_check().await?;
-    /// roles.stop().await;
+    /// let roles = registry.start().await?;
+    /// roles.stop().await?;
     /// # Ok(()) }
     /// ```
+    #[deprecated(since = "0.2.0", note = "`start().await` checks each role's first answer now")]
     pub async fn start_and_check(self) -> Result<Roles, Error> {
-        let roles = self.start()?;
-        let answers = roles.leaderships.iter().map(Leadership::first_answer);
-        let refused =
-            futures_util::future::join_all(answers).await.into_iter().find_map(Result::err);
-        match refused {
-            Some(error) => {
-                roles.stop().await;
-                Err(error)
-            }
-            None => Ok(roles),
-        }
+        self.start().await
     }
 }
 
@@ -157,9 +158,14 @@ impl Roles {
         self.leaderships.iter()
     }
 
-    /// Stops every role at once, each releasing its slot, and waits for all of them.
-    pub async fn stop(self) {
+    /// Stops every role at once, each releasing its slot, and waits for all of them; `Err`
+    /// with the first role's failure (see [`Leadership::stop`]).
+    pub async fn stop(self) -> Result<(), Error> {
         let stopping = self.leaderships.iter().map(Leadership::stop);
-        futures_util::future::join_all(stopping).await;
+        futures_util::future::join_all(stopping)
+            .await
+            .into_iter()
+            .find(Result::is_err)
+            .unwrap_or(Ok(()))
     }
 }

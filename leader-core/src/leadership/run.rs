@@ -137,8 +137,12 @@ async fn one_term(
         command = commands.recv() => command,
     };
     step_down(shared, LossReason::SteppedDown);
-    // A release the store does not answer goes on in the background (the slot's drop).
-    let _ = slot.release().await;
+    // A release the store does not answer goes on in the background (the slot's drop); a
+    // stop reports it.
+    let released = slot.release().await;
+    if let (None, Err(error)) = (&ended, released) {
+        *shared.stop_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+    }
     match ended {
         Some(Command::Resign(done)) => {
             tracing::info!(role = %settings.role, term, "resigned");

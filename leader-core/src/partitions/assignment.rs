@@ -2,34 +2,51 @@
 //! the members, so every node that reads the same members computes the same assignment
 //! without talking to the others.
 //!
-//! Each partition ranks the members by a hash of (partition, member) (rendezvous hashing),
-//! and the partitions, in order, go to their best-ranked member that still has room: first
-//! up to `count / n` partitions per member, then the `count % n` left over to their
-//! best-ranked member with no extra yet. So every member gets `floor(count / n)` or
-//! `ceil(count / n)`, and a member joining or leaving moves mostly the partitions that rank
-//! it first (measured in the tests below).
+//! Each member's share is `count * weight / total weight`, rounded down, and the `r`
+//! partitions the rounding leaves over (fewer than there are members) go one to a member:
+//! without weights, `floor(count / n)` or `ceil(count / n)` each. Each partition ranks the
+//! members by a hash of (partition, member) (rendezvous hashing), and the partitions, in
+//! order, go to their best-ranked member that still has room: first up to each member's
+//! rounded-down share, then the left-over ones to their best-ranked member with no extra
+//! yet. A member joining or leaving moves mostly the partitions that rank it first; the
+//! caps move a few more (measured in the tests below and by `leader-bench
+//! --partitions-moves`). No function of the members alone can move only the leaver's
+//! partitions and keep every share within one of the others (docs/partitions.md).
+//! Weights change the shares, not the ranking, which stays an integer hash: every process
+//! and platform computes the same table.
 
-/// The assignment of `count` partitions to `members` (their identities, in any order; no
-/// two equal): the index into `members` of each partition's owner. Empty when there is no
+/// A live member: its identity (see [`identity`]) and its weight (at least 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Member {
+    pub identity: u64,
+    pub weight: u32,
+}
+
+/// The assignment of `count` partitions to `members` (in any order; no two with the same
+/// identity): the index into `members` of each partition's owner. Empty when there is no
 /// member.
-pub(crate) fn assign(count: u32, members: &[u64]) -> Vec<usize> {
+pub(crate) fn assign(count: u32, members: &[Member]) -> Vec<usize> {
     let n = members.len();
     if n == 0 {
         return Vec::new();
     }
-    let base = count as usize / n;
+    let total: u64 = members.iter().map(|member| u64::from(member.weight.max(1))).sum();
+    let floors: Vec<usize> = members
+        .iter()
+        .map(|member| (u64::from(count) * u64::from(member.weight.max(1)) / total) as usize)
+        .collect();
     let mut load = vec![0usize; n];
     let mut owner = vec![usize::MAX; count as usize];
-    let seeds: Vec<u64> = members.iter().map(|&member| mix(member)).collect();
-    // First pass: each member up to `base`; second pass: the rest, one extra per member at
-    // most (fewer are left over than there are members, so each finds one).
-    for cap in [base, base + 1] {
+    let seeds: Vec<u64> = members.iter().map(|member| mix(member.identity)).collect();
+    // First pass: each member up to its rounded-down share; second pass: the rest, one extra
+    // per member at most (fewer are left over than there are members, so each finds one).
+    for extra in [0, 1] {
         for (partition, owner) in owner.iter_mut().enumerate() {
             if *owner != usize::MAX {
                 continue;
             }
             let best = (0..n)
-                .filter(|&member| load[member] < cap)
+                .filter(|&member| load[member] < floors[member] + extra)
                 .max_by_key(|&member| (score(partition as u64, seeds[member]), member));
             if let Some(best) = best {
                 load[best] += 1;
@@ -41,7 +58,7 @@ pub(crate) fn assign(count: u32, members: &[u64]) -> Vec<usize> {
 }
 
 /// The partitions `assign` gives to `members[me]`, in order.
-pub(crate) fn assigned_to(count: u32, members: &[u64], me: usize) -> Vec<u32> {
+pub(crate) fn assigned_to(count: u32, members: &[Member], me: usize) -> Vec<u32> {
     let owners = assign(count, members);
     (0..count).filter(|&partition| owners[partition as usize] == me).collect()
 }
@@ -73,7 +90,11 @@ fn mix(mut z: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn loads(count: u32, members: &[u64]) -> Vec<usize> {
+    fn unweighted(identities: &[u64]) -> Vec<Member> {
+        identities.iter().map(|&identity| Member { identity, weight: 1 }).collect()
+    }
+
+    fn loads(count: u32, members: &[Member]) -> Vec<usize> {
         let mut loads = vec![0; members.len()];
         for owner in assign(count, members) {
             loads[owner] += 1;
@@ -85,7 +106,7 @@ mod tests {
     fn every_member_gets_floor_or_ceil_of_its_share() {
         for n in 1..=12u64 {
             for count in [0u32, 1, 2, 7, 64, 100, 1000, 1023] {
-                let members: Vec<u64> = (0..n).map(|i| 1000 + i * 7919).collect();
+                let members = unweighted(&(0..n).map(|i| 1000 + i * 7919).collect::<Vec<_>>());
                 let loads = loads(count, &members);
                 let (floor, ceil) =
                     (count as usize / n as usize, (count as usize).div_ceil(n as usize));
@@ -97,10 +118,10 @@ mod tests {
 
     #[test]
     fn the_assignment_depends_on_the_members_not_their_order() {
-        let members = [5u64, 17, 3, 99];
-        let mut reversed = members;
+        let members = unweighted(&[5u64, 17, 3, 99]);
+        let mut reversed = members.clone();
         reversed.reverse();
-        let by_member = |members: &[u64]| {
+        let by_member = |members: &[Member]| {
             let owners = assign(64, members);
             owners.iter().map(|&owner| members[owner]).collect::<Vec<_>>()
         };
@@ -112,17 +133,65 @@ mod tests {
         assert!(assign(10, &[]).is_empty());
     }
 
-    /// A join moves about the joiner's share, not the whole table: of 1,000 partitions on 9
-    /// members, a tenth joining moves at most twice its share (100) here.
+    /// Owners by identity, to compare tables of different member lists.
+    fn owners(count: u32, members: &[Member]) -> Vec<u64> {
+        assign(count, members).iter().map(|&owner| members[owner].identity).collect()
+    }
+
+    fn moved(before: &[u64], after: &[u64]) -> usize {
+        before.iter().zip(after).filter(|(a, b)| a != b).count()
+    }
+
+    /// A join moves the joiner's share and a few more (the caps' cascade), never the whole
+    /// table; a leave, its reverse, the leaver's share and as many more. Of 1,000
+    /// partitions on 9 members, over 50 draws of identities: at most 40 more than the 100
+    /// the joiner takes (`leader-bench --partitions-moves` prints the figures).
     #[test]
-    fn a_join_moves_little_more_than_the_joiners_share() {
-        let mut members: Vec<u64> = (1..=9).collect();
-        let before = assign(1000, &members);
-        let before: Vec<u64> = before.iter().map(|&o| members[o]).collect();
-        members.push(10);
-        let after = assign(1000, &members);
-        let after: Vec<u64> = after.iter().map(|&o| members[o]).collect();
-        let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
-        assert!((100..=200).contains(&moved), "{moved} partitions moved");
+    fn a_join_or_a_leave_moves_little_more_than_the_share_that_changes_hands() {
+        let mut worst = 0;
+        for draw in 0..50u64 {
+            let identities: Vec<u64> = (0..10).map(|i| mix(draw * 1000 + i)).collect();
+            let nine = unweighted(&identities[..9]);
+            let ten = unweighted(&identities);
+            let (before, after) = (owners(1000, &nine), owners(1000, &ten));
+            let share = after.iter().filter(|&&owner| owner == identities[9]).count();
+            assert!((100..=100).contains(&share), "{share}");
+            let extra = moved(&before, &after) - share;
+            worst = worst.max(extra);
+        }
+        println!("worst extra moves of a join of 1 to 9 on 1,000: {worst}");
+        assert!(worst <= 40, "{worst} partitions moved beyond the joiner's share");
+    }
+
+    /// With weights, each member's share is `count * weight / total`, rounded down or up,
+    /// and a member of weight 2 owns twice what one of weight 1 does.
+    #[test]
+    fn weighted_members_get_shares_in_proportion() {
+        for count in [7u32, 64, 100, 1000] {
+            let members = vec![
+                Member { identity: 11, weight: 1 },
+                Member { identity: 22, weight: 2 },
+                Member { identity: 33, weight: 3 },
+                Member { identity: 44, weight: 1 },
+            ];
+            let loads = loads(count, &members);
+            assert_eq!(loads.iter().sum::<usize>(), count as usize);
+            for (member, load) in members.iter().zip(&loads) {
+                let exact = f64::from(count) * f64::from(member.weight) / 7.0;
+                assert!(
+                    (exact.floor()..=exact.ceil()).contains(&(*load as f64)),
+                    "{count}: {loads:?}"
+                );
+            }
+        }
+    }
+
+    /// Weights of 1 are no weights: the table is the unweighted one.
+    #[test]
+    fn weights_of_one_change_nothing() {
+        let members = unweighted(&[3, 1, 4, 15, 9, 2, 6]);
+        let doubled: Vec<Member> =
+            members.iter().map(|member| Member { weight: 2, ..*member }).collect();
+        assert_eq!(assign(1000, &members), assign(1000, &doubled), "equal weights are no weights");
     }
 }

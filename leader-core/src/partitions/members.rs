@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::assignment::{assigned_to, identity};
+use super::assignment::{Member, assigned_to, identity};
 use super::node::Node;
 use super::options::{Settings, announced};
 use crate::backoff::FIRST_PAUSE;
@@ -194,11 +194,12 @@ impl Node {
 
     /// Takes the share the assignment gives this node among `members` (sorted, this node
     /// among them): what left it is handed over, what joined it claimed.
-    fn follow(&mut self, members: Vec<u64>) {
+    fn follow(&mut self, members: Vec<Member>) {
         let settings = Arc::clone(&self.settings);
         if members != self.members {
             let me = identity(&settings.member_holder);
-            let position = members.binary_search(&me).expect("a member");
+            let position =
+                members.binary_search_by_key(&me, |member| member.identity).expect("a member");
             self.share = assigned_to(settings.count, &members, position);
             tracing::info!(set = %settings.name, members = members.len(), share = self.share.len(), "partition members changed");
             self.members = members;
@@ -221,22 +222,28 @@ impl Node {
     }
 }
 
-/// The identities of the members `group` lists, sorted, with this node's (whose
-/// announcement's holder is `holder`) among them: a read may come from a replica a little
-/// behind.
-fn members_of(group: &GroupSnapshot, holder: &str) -> Vec<u64> {
+/// The members `group` lists, sorted by identity, with this node (whose announcement's
+/// holder is `holder`) among them: a read may come from a replica a little behind.
+fn members_of(group: &GroupSnapshot, holder: &str) -> Vec<Member> {
     let slots = group.leaders.iter().chain(&group.pending);
-    let mut members: Vec<u64> = slots.map(|slot| identity(&slot.holder)).collect();
-    members.push(identity(holder));
+    let mut members: Vec<Member> = slots.map(|slot| member(&slot.holder)).collect();
+    members.push(member(holder));
     members.sort_unstable();
-    members.dedup();
+    members.dedup_by_key(|member| member.identity);
     members
+}
+
+/// The member an announcement's holder names: its identity, and the weight it announced
+/// (1 for a holder of another form).
+fn member(holder: &str) -> Member {
+    let weight = announced(holder).map_or(1, |(_, _, weight)| weight.max(1));
+    Member { identity: identity(holder), weight }
 }
 
 /// What is wrong with another live node whose announcement's holder is `holder`, for this
 /// one: another count, or this node's holder id.
 fn disagreement(settings: &Settings, holder: &str) -> Option<Error> {
-    let (holder_id, count) = announced(holder)?;
+    let (holder_id, count, _) = announced(holder)?;
     if count != settings.count {
         return Some(Error::PartitionCountMismatch {
             set: settings.name.to_string(),

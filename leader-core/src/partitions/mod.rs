@@ -27,6 +27,7 @@ mod members;
 mod node;
 mod options;
 mod partition;
+mod uncoordinated;
 
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use options::{MAX_PARTITIONS, PartitionOptions};
+pub use options::{MAX_PARTITIONS, MAX_WEIGHT, PartitionOptions};
 pub use partition::{Partition, PartitionEvent};
 
 use crate::error::Error;
@@ -88,20 +89,24 @@ pub struct Partitions {
     view: watch::Receiver<PartitionsView>,
     events: EventReceiver,
     stop: CancellationToken,
-    task: Option<JoinHandle<Result<(), Error>>>,
+    task: tokio::sync::Mutex<Option<JoinHandle<Result<(), Error>>>>,
 }
 
 impl Partitions {
-    /// Starts a node of set `name`, of `count` partitions, on `store`: announces it, then
-    /// takes its share in the background. Must be called within a tokio runtime.
+    /// Starts a node of set `name`, of `count` partitions, on `store`: announces it and
+    /// reads the members, then takes its share in the background. Must be called within a
+    /// tokio runtime.
     ///
-    /// Errors: invalid options or name, a store that does not coordinate, a first
-    /// announcement the store refuses for good (a key it cannot take, a group of another
-    /// size at the members' key), a set that has as many live nodes as it may have
-    /// ([`Error::SetFull`]), and live nodes this one disagrees with: started with another
-    /// count ([`Error::PartitionCountMismatch`]) or announced under this node's holder id
-    /// ([`Error::HolderInUse`]). A store that is unreachable or slow for now is no error:
-    /// the node retries in the background.
+    /// Errors: invalid options or name, a first announcement the store refuses for good (a
+    /// key it cannot take, a group of another size at the members' key), a set that has as
+    /// many live nodes as it may have ([`Error::SetFull`]), and live nodes this one
+    /// disagrees with: started with another count ([`Error::PartitionCountMismatch`]) or
+    /// announced under this node's holder id ([`Error::HolderInUse`]). A store that is
+    /// unreachable or slow for now is no error: the node retries in the background. Over a
+    /// store that does not coordinate (a [`DisabledStore`](crate::DisabledStore)) it
+    /// returns at once and follows
+    /// [`when_uncoordinated`](PartitionOptions::when_uncoordinated): by default it owns no
+    /// partition, and says so.
     ///
     /// Every node of a set must give the same `count` and keys; `count` is between 1 and
     /// [`MAX_PARTITIONS`], and a set has at most 1024 live nodes.
@@ -113,26 +118,35 @@ impl Partitions {
     ) -> Result<Self, Error> {
         let settings = Arc::new(options.settings(name, count)?);
         let store = store.into_shared_store();
-        if !store.coordinates() {
-            return Err(Error::Unsupported { store: store.kind(), operation: "partition leases" });
-        }
         let shared = Arc::new(Shared::default());
         let (events_tx, events) = events::queue();
         let (view_tx, view) = watch::channel(PartitionsView::default());
-        let mut node =
-            Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
-        // A store that fails for now (unreachable, slow) is the node's to retry, as every
-        // later failure is; what no retry mends (a key the store refuses, a group of
-        // another size at the members' key) is the caller's.
-        match node.announce().await {
-            Ok(()) => node.check_the_members().await?,
-            Err(error) if error.is_transient() => {
-                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
-            }
-            Err(error) => return Err(error),
-        }
         let stop = CancellationToken::new();
-        let task = tokio::spawn(node.run(stop.clone()));
+        let task = if store.coordinates() {
+            let mut node =
+                Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
+            // A store that fails for now (unreachable, slow) is the node's to retry, as every
+            // later failure is; what no retry mends (a key the store refuses, a group of
+            // another size at the members' key) is the caller's.
+            match node.announce().await {
+                Ok(()) => node.check_the_members().await?,
+                Err(error) if error.is_transient() => {
+                    tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
+                }
+                Err(error) => return Err(error),
+            }
+            tokio::spawn(node.run(stop.clone()))
+        } else {
+            let run = uncoordinated::run(
+                Arc::clone(&settings),
+                store.kind(),
+                Arc::clone(&shared),
+                events_tx,
+                view_tx,
+                stop.clone(),
+            );
+            tokio::spawn(run)
+        };
         Ok(Partitions {
             name: Arc::clone(&settings.name),
             count,
@@ -140,7 +154,7 @@ impl Partitions {
             view,
             events,
             stop,
-            task: Some(task),
+            task: tokio::sync::Mutex::new(Some(task)),
         })
     }
 
@@ -200,17 +214,19 @@ impl Partitions {
 
     /// Stops the node: every partition is handed over (its work told to stop, then
     /// released once its handles are dropped or its grace ends) and the node's announcement
-    /// withdrawn, so the other nodes take its partitions at once. The first release error,
-    /// if any (such a partition expires by itself at the end of its lease).
-    pub async fn stop(mut self) -> Result<(), Error> {
+    /// withdrawn, so the other nodes take its partitions at once, and waits for it. `Err`
+    /// with the first release the store failed (such a partition expires by itself at the
+    /// end of its lease), or if the node's task ended abnormally. A second call returns
+    /// `Ok` at once.
+    pub async fn stop(&self) -> Result<(), Error> {
         self.stop.cancel();
-        match self.task.take() {
+        let task = self.task.lock().await.take();
+        match task {
             Some(task) => task.await.unwrap_or_else(|join| {
-                Err(Error::invalid_option(
-                    "partitions task",
-                    join.to_string(),
-                    "a task that did not panic",
-                ))
+                Err(Error::BackgroundTaskFailed {
+                    what: format!("partitions node of set `{}`", self.name),
+                    reason: join.to_string(),
+                })
             }),
             None => Ok(()),
         }

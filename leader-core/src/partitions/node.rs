@@ -91,7 +91,7 @@ pub(crate) struct Node {
     /// Hand-overs and give-backs running beside the loop: each ends with its release.
     pub(super) handovers: JoinSet<Result<(), Error>>,
     /// The members last read, sorted, and this node's share among them.
-    pub(super) members: Vec<u64>,
+    pub(super) members: Vec<super::assignment::Member>,
     pub(super) share: Vec<u32>,
     pub(super) events: EventSender,
     view: watch::Sender<PartitionsView>,

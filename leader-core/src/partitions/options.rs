@@ -9,9 +9,13 @@ use crate::election::DEFAULT_LEASE_TIME;
 use crate::error::Error;
 use crate::holder;
 use crate::key::KeyOptions;
+use crate::leadership::WhenUncoordinated;
 
 /// The most partitions a set may have.
 pub const MAX_PARTITIONS: u32 = 1_000_000;
+
+/// The largest [`weight`](PartitionOptions::weight) a node may announce.
+pub const MAX_WEIGHT: u32 = 1_000;
 
 /// How one node of a [`Partitions`](super::Partitions) set holds its partitions. Setters
 /// never fail; [`validate`](Self::validate) and `Partitions::start` name the first value out
@@ -73,6 +77,8 @@ pub struct PartitionOptions {
     )]
     holder_id: Option<String>,
     keys: KeyOptions,
+    weight: u32,
+    when_uncoordinated: WhenUncoordinated,
 }
 
 crate::serde_support::validated_serde!(PartitionOptions, PartitionOptions::validate);
@@ -86,6 +92,8 @@ impl Default for PartitionOptions {
             handover_grace: None,
             holder_id: None,
             keys: KeyOptions::default(),
+            weight: 1,
+            when_uncoordinated: WhenUncoordinated::Follow,
         }
     }
 }
@@ -148,6 +156,27 @@ impl PartitionOptions {
         self
     }
 
+    /// This node's capacity, relative to the other nodes': its share of the partitions is
+    /// `count * weight / total weight` of the live nodes, rounded down or up (a node of
+    /// weight 2 owns twice what a node of weight 1 does). Announced with the node, so the
+    /// others compute the same table. Default: 1 (without weights, `count / n` each).
+    /// Between 1 and [`MAX_WEIGHT`].
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// What a node does over a store that does not coordinate (a
+    /// [`DisabledStore`](crate::DisabledStore)), as a [`Leadership`](crate::Leadership)
+    /// does: [`WhenUncoordinated::Follow`] owns no partition, so nodes that share such a
+    /// store by mistake do not all work on every partition; [`WhenUncoordinated::Lead`]
+    /// owns every partition, under fence 0, until stopped (one process, local
+    /// development). Default: `Follow`.
+    pub fn when_uncoordinated(mut self, behaviour: WhenUncoordinated) -> Self {
+        self.when_uncoordinated = behaviour;
+        self
+    }
+
     /// Checks every option (the key options too) as `Partitions::start` does, touching no
     /// store; the error names the first value out of range. The set's name and count, and
     /// the holder id's length with the count it announces, are checked when a node starts.
@@ -166,8 +195,21 @@ impl PartitionOptions {
     /// ```
     pub fn validate(&self) -> Result<(), Error> {
         self.keys.validate()?;
+        self.checked_weight()?;
         self.timing().map(drop)?;
         holder::chosen_or_default(self.holder_id.as_ref()).map(drop)
+    }
+
+    /// The weight, checked.
+    fn checked_weight(&self) -> Result<u32, Error> {
+        if !(1..=MAX_WEIGHT).contains(&self.weight) {
+            return Err(Error::invalid_option(
+                "weight",
+                self.weight,
+                format!("must be between 1 and {MAX_WEIGHT}"),
+            ));
+        }
+        Ok(self.weight)
     }
 
     /// The lease, renewal, retry and hand-over times, checked.
@@ -225,7 +267,7 @@ impl PartitionOptions {
         let Timing { lease_time, renew_interval, retry_interval, handover_grace } =
             self.timing()?;
         let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
-        let member_holder = member_holder(&holder_id, count);
+        let member_holder = member_holder(&holder_id, count, self.checked_weight()?);
         if member_holder.len() > holder::MAX_HOLDER_LEN {
             return Err(Error::invalid_option(
                 "holder_id",
@@ -249,6 +291,7 @@ impl PartitionOptions {
             handover_grace,
             holder_id: holder_id.into(),
             member_holder: member_holder.into(),
+            when_uncoordinated: self.when_uncoordinated,
         })
     }
 }
@@ -278,16 +321,26 @@ pub(crate) struct Settings {
     /// The holder of the node's announcement: its holder id and the set's count, so a node
     /// started with another count is told (see [`announced`]).
     pub member_holder: Arc<str>,
+    pub when_uncoordinated: WhenUncoordinated,
 }
 
-/// The holder of an announcement of node `holder_id` in a set of `count` partitions.
-fn member_holder(holder_id: &str, count: u32) -> String {
-    format!("{holder_id} [{count} partitions]")
+/// The holder of an announcement of node `holder_id` in a set of `count` partitions, of
+/// `weight` (named only when it is not 1, so unweighted nodes announce what they always
+/// did).
+fn member_holder(holder_id: &str, count: u32, weight: u32) -> String {
+    match weight {
+        1 => format!("{holder_id} [{count} partitions]"),
+        weight => format!("{holder_id} [{count} partitions, weight {weight}]"),
+    }
 }
 
-/// The holder id and count an announcement's holder names; `None` for a holder of another
-/// form.
-pub(crate) fn announced(member_holder: &str) -> Option<(&str, u32)> {
-    let (holder_id, count) = member_holder.strip_suffix(" partitions]")?.rsplit_once(" [")?;
-    Some((holder_id, count.parse().ok()?))
+/// The holder id, count and weight an announcement's holder names; `None` for a holder of
+/// another form.
+pub(crate) fn announced(member_holder: &str) -> Option<(&str, u32, u32)> {
+    let (holder_id, inside) = member_holder.strip_suffix(']')?.rsplit_once(" [")?;
+    let (count, weight) = match inside.split_once(" partitions, weight ") {
+        Some((count, weight)) => (count, weight.parse().ok()?),
+        None => (inside.strip_suffix(" partitions")?, 1),
+    };
+    Some((holder_id, count.parse().ok()?, weight))
 }

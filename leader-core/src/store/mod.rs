@@ -6,6 +6,7 @@
 
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod answer;
+mod batch;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod bound;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
@@ -35,11 +36,11 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-#[cfg(feature = "unstable-script-calls")]
-#[doc(hidden)]
-pub use self::redis::ScriptCall;
 #[cfg(feature = "redis")]
 pub use self::redis::{DEFAULT_IDLE_GROUP_TTL, RedisGroupLayout, RedisStore, RedisStoreBuilder};
+pub(crate) use batch::HeldSlot;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
+pub(crate) use batch::RENEW_BATCH_LEN;
 pub use connect::{StoreBuilder, builder, connect, redact_url};
 /// The deadpool-postgres version the PostgreSQL store is built on (with
 /// `deadpool_postgres::tokio_postgres`, the client): the pool and configuration that
@@ -60,13 +61,24 @@ pub use etcd::{EtcdStore, EtcdStoreBuilder};
 /// at another version would cost.
 #[cfg(feature = "etcd")]
 pub use etcd_client;
-pub use layer::{Layered, StoreLayer};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
 pub use shared::{IntoSharedStore, SharedStore};
 pub use url::store_kind_of;
-pub use watch::{GroupSignal, GroupWatch};
+pub(crate) use watch::{GroupSignal, GroupWatch};
+
+/// For those who write a store, or a layer over one (a fault injector, a call counter), not
+/// for those who use one: the layer trait and its forwarding wrapper, the change signal a
+/// store hands its waiters, and the slots of a batch renewal.
+pub mod author {
+    pub use super::batch::{HeldSlot, RENEW_BATCH_LEN};
+    pub use super::layer::{Layered, StoreLayer};
+    #[cfg(feature = "unstable-script-calls")]
+    #[doc(hidden)]
+    pub use super::redis::ScriptCall;
+    pub use super::watch::{GroupSignal, GroupWatch};
+}
 
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -234,30 +246,6 @@ pub enum ReleaseOutcome {
     /// The token holds no live slot; nothing was changed.
     NotHeld,
 }
-
-/// One slot of a batch renewal ([`LeaseStore::renew_many`]): the group's key and the token
-/// the slot is held under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HeldSlot<'a> {
-    /// The group's resolved store key.
-    pub key: &'a str,
-    /// The token the slot is held under.
-    pub token: LeaseToken,
-}
-
-impl<'a> HeldSlot<'a> {
-    /// The slot of group `key` held under `token`.
-    pub fn new(key: &'a str, token: LeaseToken) -> Self {
-        HeldSlot { key, token }
-    }
-}
-
-/// How many slots a store renews in one round trip at most, in
-/// [`LeaseStore::renew_many`]: a longer batch is sent in parts of this size (the Redis
-/// store's script and the PostgreSQL store's statement; a server blocks on each part, so the
-/// parts stay short).
-pub const RENEW_BATCH_LEN: usize = 128;
 
 /// How many renewals the default [`LeaseStore::renew_many`] keeps in flight at once.
 const RENEW_MANY_IN_FLIGHT: usize = 32;

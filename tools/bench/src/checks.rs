@@ -8,9 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use leader::store::{
-    AcquireOutcome, AcquireRequest, Layered, RenewOutcome, ScriptCall, StoreLayer,
-};
+use leader::store::author::{Layered, ScriptCall, StoreLayer};
+use leader::store::{AcquireOutcome, AcquireRequest, RenewOutcome};
 use leader::{
     Error, LeaderElectionOptions, LeaderElector, Leadership, LeadershipOptions, LeaseStore,
     LeaseToken, MemoryStore, RedisStore,
@@ -291,7 +290,8 @@ pub async fn scale<S: LeaseStore + Clone + 'static>(
     let mut leaderships = Vec::with_capacity(candidates);
     for i in 0..candidates {
         let role = format!("scale-{}", i % groups);
-        leaderships.push(Leadership::start(&role, counting.clone(), options.clone()).unwrap());
+        leaderships
+            .push(Leadership::start(&role, counting.clone(), options.clone()).await.unwrap());
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while leaderships.iter().filter(|l| l.is_leader()).count() < groups && Instant::now() < deadline

@@ -4,7 +4,7 @@
 //! Each is replayed by `redis-benchmark` with 50 clients pipelining 16 requests, so the
 //! server is the bottleneck and its time per request is one over the rate; A B A B.
 
-use leader::store::ScriptCall;
+use leader::store::author::ScriptCall;
 
 use crate::checks::load_script;
 use crate::server::Server;

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use leader::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, Layered, StoreLayer};
+use leader::store::author::{Layered, StoreLayer};
+use leader::store::{AcquireOutcome, AcquireRequest, GroupSnapshot};
 use leader::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaseStore, LeaseToken,
 };

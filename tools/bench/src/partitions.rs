@@ -14,7 +14,8 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, HeldSlot, RENEW_BATCH_LEN};
+use leader::store::author::{HeldSlot, RENEW_BATCH_LEN};
+use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{LeaseStore, LeaseToken, PartitionEvent, PartitionOptions, Partitions, RedisStore};
 use tokio::time::Instant;
 

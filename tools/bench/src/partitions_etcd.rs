@@ -11,7 +11,8 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use leader::store::{AcquireOutcome, AcquireRequest, HeldSlot};
+use leader::store::author::HeldSlot;
+use leader::store::{AcquireOutcome, AcquireRequest};
 use leader::{EtcdStore, LeaseStore, LeaseToken};
 use leader_testkit::etcd::EtcdCluster;
 use tokio::time::Instant;

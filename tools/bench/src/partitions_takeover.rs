@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leader::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, HeldSlot, Layered, ReleaseOutcome, RenewOutcome,
-    StoreLayer,
-};
+use leader::store::author::{HeldSlot, Layered, StoreLayer};
+use leader::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome};
 use leader::{Error, EtcdStore, LeaseStore, LeaseToken, MemoryStore};
 use leader_testkit::etcd::EtcdServer;
 use leader_testkit::postgres_server::PostgresServer;

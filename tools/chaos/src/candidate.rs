@@ -112,7 +112,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         .max_leaders(args.max_leaders)
         .holder_id(args.id.clone())
         .keys(KeyOptions::new().exact_key(args.key.clone()));
-    let leadership = Leadership::start("chaos", store, options).map_err(|e| e.to_string())?;
+    let leadership = Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
     tokio::spawn(report_terms(leadership.clone()));
     let mut register = Register::new(args.register.clone());
     let mut commands = read_commands();
@@ -181,7 +181,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
 }
 
 async fn stop(leadership: &Leadership) -> Result<(), String> {
-    leadership.stop().await;
+    let _ = leadership.stop().await;
     report(&Event::Stopped { at: now_micros() });
     Ok(())
 }

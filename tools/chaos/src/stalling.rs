@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leader::store::{
-    AcquireOutcome, AcquireRequest, Layered, ReleaseOutcome, RenewOutcome, StoreLayer,
-};
+use leader::store::author::{Layered, StoreLayer};
+use leader::store::{AcquireOutcome, AcquireRequest, ReleaseOutcome, RenewOutcome};
 use leader::{Error, LeaseStore, LeaseToken};
 
 /// Which stall is armed; each fires once.

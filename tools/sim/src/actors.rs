@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::store::{Layered, Revocation, SharedStore, SlotRef};
+use leader::store::author::Layered;
+use leader::store::{Revocation, SharedStore, SlotRef};
 use leader::{
     GroupObserver, LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions,
     Lease, LeaseStore, PartitionOptions, Partitions,
@@ -86,8 +87,7 @@ impl Running {
                     .lease_time(timing.lease)
                     .retry_interval(timing.lease / 2)
                     .holder_id(holder);
-                let leadership = Leadership::start(GROUP, store, options).expect("valid options");
-                tokio::spawn(role(world, name, leadership, stop.clone(), Arc::clone(&resign)))
+                tokio::spawn(role(world, name, store, options, stop.clone(), Arc::clone(&resign)))
             }
             Kind::Node => {
                 let options = PartitionOptions::new()
@@ -229,10 +229,28 @@ async fn hold(
 async fn role(
     world: Arc<World>,
     who: String,
-    leadership: Leadership,
+    store: Layered<FaultLayer, leader::MemoryStore>,
+    options: LeadershipOptions,
     stop: CancellationToken,
     resign: Arc<Notify>,
 ) {
+    // A start the store refused for good (a fault's permanent failure) is tried again, as a
+    // node's is; a stop while starting drops the start, and with it the only handle.
+    let leadership = loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            started = Leadership::start(GROUP, store.clone(), options.clone()) => match started {
+                Ok(leadership) => break leadership,
+                Err(error) => world.log(&who, format_args!("start failed: {error}")),
+            },
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = sleep(Duration::from_millis(50)) => {}
+        }
+    };
     let mut status = leadership.subscribe();
     loop {
         if let Some(lease) = leadership.lease() {
@@ -249,7 +267,9 @@ async fn role(
             changed = status.changed() => if changed.is_err() { break },
         }
     }
-    leadership.stop().await;
+    if let Err(error) = leadership.stop().await {
+        world.log(&who, format_args!("stop: {error}"));
+    }
 }
 
 /// A partitions node: registers each owned partition's lease, stops when told.

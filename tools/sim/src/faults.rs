@@ -13,9 +13,10 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use leader::store::author::{GroupSignal, GroupWatch, HeldSlot, StoreLayer};
 use leader::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSignal, GroupSnapshot, GroupWatch, HeldSlot,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotRef, StoreLayer,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, Revocation,
+    SlotRef,
 };
 use leader::{Error, LeaseStore, LeaseToken, SlotInfo};
 use tokio_util::sync::CancellationToken;

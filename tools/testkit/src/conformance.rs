@@ -30,9 +30,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use async_trait::async_trait;
+use leader_core::store::author::{HeldSlot, Layered, RENEW_BATCH_LEN, StoreLayer};
 use leader_core::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, HeldSlot, Layered, RENEW_BATCH_LEN,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotRef, StoreLayer,
+    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, Revocation,
+    SlotRef,
 };
 use leader_core::{
     Error, KeyOptions, LeaderGroupElectionOptions, LeaderGroupElector, LeaderGroupState,

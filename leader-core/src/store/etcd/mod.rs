@@ -330,7 +330,7 @@ impl LeaseStore for EtcdStore {
     /// for them all and, beside it, one read of up to [`RENEW_BATCH_LEN`] slot keys per
     /// round trip. Other slots are renewed one by one.
     ///
-    /// [`RENEW_BATCH_LEN`]: crate::store::RENEW_BATCH_LEN
+    /// [`RENEW_BATCH_LEN`]: crate::store::author::RENEW_BATCH_LEN
     async fn renew_many(
         &self,
         slots: &[HeldSlot<'_>],

@@ -1,7 +1,7 @@
 //! Session leases: the slots whose acquires name one session
 //! ([`AcquireRequest::in_session`](crate::store::AcquireRequest::in_session)) and one TTL
 //! share one etcd lease, so renewing them all is one keep-alive and one read per
-//! [`RENEW_BATCH_LEN`](crate::store::RENEW_BATCH_LEN) slot keys (see
+//! [`RENEW_BATCH_LEN`](crate::store::author::RENEW_BATCH_LEN) slot keys (see
 //! [`renew_session_slots`](EtcdStore::renew_session_slots)).
 //!
 //! A session lease is never pooled, and never revoked by this store: it carries the other
