@@ -18,6 +18,7 @@
 //! cargo run -p leader-bench --release -- --partitions-cpu  # one node's CPU at 5k-20k partitions
 //! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
 //! cargo run -p leader-bench --release -- --partitions-takeover  # takeover time by count, every store
+//! cargo run -p leader-bench --release -- --partitions-moves  # moves per join, leave, rolling restart
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -32,6 +33,7 @@ mod observe;
 mod partitions;
 mod partitions_cpu;
 mod partitions_etcd;
+mod partitions_moves;
 mod partitions_takeover;
 mod postgres;
 mod server;
@@ -116,6 +118,10 @@ async fn main() {
 
     if args.iter().any(|a| a == "--partitions-takeover") {
         partitions_takeover::run(&|line| println!("{line}")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--partitions-moves") {
+        partitions_moves::run(&|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--partitions-etcd") {
