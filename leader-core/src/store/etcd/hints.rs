@@ -16,14 +16,8 @@
 //! still recorded, and waits for the answer (see [`EtcdStore::settle`](super::EtcdStore)), so
 //! whatever the late transaction bound to such a lease is gone, or can no longer be bound.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
+use super::bounded::Bounded;
 use crate::token::LeaseToken;
-
-/// How many groups (and tokens) the hints keep before they start again (a lost hint costs a
-/// read; a lost token's leases expire by themselves, since nothing keeps them alive).
-const KEPT: usize = 4096;
 
 /// What this store last learnt of a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,33 +39,26 @@ pub(crate) enum FirstStep {
 }
 
 /// The hints of one store, by group range, and the leases of unanswered transactions, by
-/// token.
+/// token; each map keeps the entries used most recently ([`Bounded`]: a lost hint costs a
+/// read; a lost token's leases expire by themselves, since nothing keeps them alive).
 #[derive(Default)]
 pub(crate) struct Hints {
-    by_range: Mutex<HashMap<String, Hint>>,
-    unanswered: Mutex<HashMap<LeaseToken, Vec<i64>>>,
+    by_range: Bounded<String, Hint>,
+    unanswered: Bounded<LeaseToken, Vec<i64>>,
 }
 
 impl Hints {
-    fn by_range(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hint>> {
-        self.by_range.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn set(&self, range: &str, hint: Hint) {
-        let mut by_range = self.by_range();
-        if by_range.len() >= KEPT && !by_range.contains_key(range) {
-            by_range.clear();
-        }
-        by_range.insert(range.to_owned(), hint);
+        self.by_range.lock().put(range.to_owned(), hint);
     }
 
     /// The first step of an acquire of the group `range`.
     pub(crate) fn first_step(&self, range: &str) -> FirstStep {
-        let mut by_range = self.by_range();
+        let mut by_range = self.by_range.lock();
         match by_range.get(range).copied() {
             None | Some(Hint::Full) => FirstStep::Read,
             Some(Hint::Freed { index, revision }) => {
-                by_range.insert(range.to_owned(), Hint::Full);
+                by_range.put(range.to_owned(), Hint::Full);
                 FirstStep::Guess { index, revision }
             }
         }
@@ -88,17 +75,10 @@ impl Hints {
         self.set(range, Hint::Freed { index, revision });
     }
 
-    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, Vec<i64>>> {
-        self.unanswered.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// A transaction binding keys to `lease` for `token` is about to be sent.
     pub(crate) fn sending(&self, token: LeaseToken, lease: i64) {
-        let mut unanswered = self.unanswered();
-        if unanswered.len() >= KEPT && !unanswered.contains_key(&token) {
-            unanswered.clear();
-        }
-        let leases = unanswered.entry(token).or_default();
+        let mut unanswered = self.unanswered.lock();
+        let leases = unanswered.get_or_insert_mut(token, Vec::new);
         if !leases.contains(&lease) {
             leases.push(lease);
         }
@@ -106,18 +86,18 @@ impl Hints {
 
     /// The transaction on `lease` for `token` answered (it committed or its compare failed).
     pub(crate) fn answered(&self, token: LeaseToken, lease: i64) {
-        let mut unanswered = self.unanswered();
-        if let Some(leases) = unanswered.get_mut(&token) {
+        let mut unanswered = self.unanswered.lock();
+        if let Some(leases) = unanswered.peek_mut(&token) {
             leases.retain(|kept| *kept != lease);
             if leases.is_empty() {
-                unanswered.remove(&token);
+                unanswered.pop(&token);
             }
         }
     }
 
     /// The leases `token`'s unanswered transactions named (none: its attempts all answered).
     pub(crate) fn unanswered_leases(&self, token: LeaseToken) -> Vec<i64> {
-        self.unanswered().get(&token).cloned().unwrap_or_default()
+        self.unanswered.lock().peek(&token).cloned().unwrap_or_default()
     }
 
     /// `lease` is revoked: nothing can be bound to it any more.

@@ -63,6 +63,7 @@
 //! anywhere, operations fail with a transient error; nothing is granted.
 
 mod acquire;
+mod bounded;
 mod builder;
 mod feed;
 mod group;

@@ -22,6 +22,7 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::EtcdStore;
+use super::bounded::Bounded;
 use super::layout::{GroupKeys, held_marker};
 use super::leases::{NewLease, secs, wall_clock_of};
 use super::slots::Held;
@@ -34,28 +35,21 @@ use crate::token::LeaseToken;
 /// `--max-txn-ops` of 128.
 const MARKERS_PER_MOVE: usize = 42;
 
-/// How many sessions a store keeps before it starts again (a session forgotten is granted
-/// a new lease at its next acquire; its slots keep theirs).
-const KEPT: usize = 4096;
-
 /// One session's lease of one TTL, once granted.
 type Entry = Arc<tokio::sync::Mutex<Option<NewLease>>>;
 
-/// The session leases of one store.
+/// The session leases of one store; the sessions used most recently are kept ([`Bounded`]:
+/// a session forgotten is granted a new lease at its next acquire; its slots keep theirs).
 #[derive(Default)]
 pub(crate) struct Sessions {
-    by_session: Mutex<HashMap<(LeaseToken, i64), Entry>>,
+    by_session: Bounded<(LeaseToken, i64), Entry>,
     /// Every session lease's id: leases this store must neither pool nor revoke.
     ids: Mutex<HashSet<i64>>,
 }
 
 impl Sessions {
     fn entry(&self, session: LeaseToken, ttl: i64) -> Entry {
-        let mut by_session = self.by_session.lock().unwrap_or_else(|p| p.into_inner());
-        if by_session.len() >= KEPT && !by_session.contains_key(&(session, ttl)) {
-            by_session.clear();
-        }
-        by_session.entry((session, ttl)).or_default().clone()
+        self.by_session.lock().get_or_insert((session, ttl), Entry::default).clone()
     }
 
     fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
@@ -170,8 +164,8 @@ impl EtcdStore {
     /// acquire is granted a new one.
     pub(crate) fn session_lease_gone(&self, lease: i64) {
         self.inner.sessions.ids().remove(&lease);
-        let by_session = self.inner.sessions.by_session.lock().unwrap_or_else(|p| p.into_inner());
-        for entry in by_session.values() {
+        let by_session = self.inner.sessions.by_session.lock();
+        for (_, entry) in by_session.iter() {
             if let Ok(mut current) = entry.try_lock()
                 && current.is_some_and(|kept| kept.id == lease)
             {
@@ -191,12 +185,11 @@ impl EtcdStore {
     /// unanswered transaction), its slots' markers still hold their lock-delay.
     pub(crate) fn session_released(&self, session: LeaseToken) {
         let mut ended = Vec::new();
-        let mut by_session =
-            self.inner.sessions.by_session.lock().unwrap_or_else(|p| p.into_inner());
-        by_session.retain(|(token, _), entry| {
-            if *token != session {
-                return true;
-            }
+        let mut by_session = self.inner.sessions.by_session.lock();
+        let of_session: Vec<(LeaseToken, i64)> =
+            by_session.iter().map(|(key, _)| *key).filter(|(token, _)| *token == session).collect();
+        for key in of_session {
+            let Some(entry) = by_session.pop(&key) else { continue };
             // An acquire in the session holds its lock: its stream, if any, closes with the
             // store (this is rare: a session released while it acquires).
             if let Ok(current) = entry.try_lock()
@@ -204,8 +197,7 @@ impl EtcdStore {
             {
                 ended.push(lease.id);
             }
-            false
-        });
+        }
         drop(by_session);
         let mut ids = self.inner.sessions.ids();
         for lease in &ended {
