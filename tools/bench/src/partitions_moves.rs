@@ -2,8 +2,9 @@
 //! when every node restarts one after another, beside the minimum, on the memory store
 //! (the assignment is the same on every store; nodes in this process, real hand-overs).
 //!
-//! A move is a grant of a partition to a node (an `Assigned` event) once the set was
-//! balanced: the minimum for a join is the joiner's share, for a leave the leaver's, and
+//! A move is a grant of a partition to another node than the one granted it last (an
+//! `Assigned` event; a grant again to the same node, after a lapse, is none) once the set
+//! was balanced: the minimum for a join is the joiner's share, for a leave the leaver's, and
 //! for a rolling restart (each node stopped gracefully and started again under its holder
 //! id once the others are balanced, before the next goes) two per partition: off its node
 //! and back.
@@ -17,8 +18,8 @@ use tokio::time::Instant;
 const LEASE: Duration = Duration::from_secs(2);
 const WITHIN: Duration = Duration::from_secs(60);
 
-/// The grants each partition got, by partition.
-type Grants = Arc<Mutex<Vec<u32>>>;
+/// By partition: how many times it moved, and the node granted it last.
+type Grants = Arc<Mutex<Vec<(u32, Option<usize>)>>>;
 
 pub async fn run(say: &dyn Fn(String)) {
     for (count, nodes) in [(64, 4), (1_000, 9), (1_000, 19), (4_096, 9)] {
@@ -28,9 +29,9 @@ pub async fn run(say: &dyn Fn(String)) {
 
 async fn moves(count: u32, nodes_count: usize, say: &dyn Fn(String)) {
     let store = MemoryStore::new();
-    let grants: Grants = Arc::new(Mutex::new(vec![0; count as usize]));
+    let grants: Grants = Arc::new(Mutex::new(vec![(0, None); count as usize]));
     let name = format!("moves-{count}-{nodes_count}");
-    let start = |i: usize| node(&store, &name, count, format!("node-{i}"), Arc::clone(&grants));
+    let start = |i: usize| node(&store, &name, count, i, Arc::clone(&grants));
     let mut nodes = Vec::new();
     for i in 0..nodes_count {
         nodes.push(start(i).await);
@@ -49,7 +50,7 @@ async fn moves(count: u32, nodes_count: usize, say: &dyn Fn(String)) {
     balanced(&nodes, count).await;
     let leave = total(&grants) - before;
 
-    let per_partition_before = grants.lock().unwrap().clone();
+    let per_partition_before = moves_by_partition(&grants);
     let rolling_started = Instant::now();
     for i in 0..nodes.len() {
         nodes[i].stop().await.expect("stopped");
@@ -59,9 +60,7 @@ async fn moves(count: u32, nodes_count: usize, say: &dyn Fn(String)) {
         nodes[i] = start(i).await;
         balanced(&nodes, count).await;
     }
-    let per_partition: Vec<u32> = grants
-        .lock()
-        .unwrap()
+    let per_partition: Vec<u32> = moves_by_partition(&grants)
         .iter()
         .zip(&per_partition_before)
         .map(|(after, before)| after - before)
@@ -86,16 +85,20 @@ async fn node(
     store: &MemoryStore,
     name: &str,
     count: u32,
-    holder: String,
+    id: usize,
     grants: Grants,
 ) -> Partitions {
-    let options = PartitionOptions::new().lease_time(LEASE).holder_id(holder);
+    let options = PartitionOptions::new().lease_time(LEASE).holder_id(format!("node-{id}"));
     let mut node = Partitions::start(name, count, store.clone(), options).await.expect("start");
     let mut events = node.take_events();
     tokio::spawn(async move {
         while let Some(event) = events.next().await {
             if let PartitionEvent::Assigned(partition) = event {
-                grants.lock().unwrap()[partition.index() as usize] += 1;
+                let (moves, last) = &mut grants.lock().unwrap()[partition.index() as usize];
+                if *last != Some(id) {
+                    *moves += 1;
+                    *last = Some(id);
+                }
                 tokio::spawn(async move { partition.cancelled().await });
             }
         }
@@ -103,8 +106,12 @@ async fn node(
     node
 }
 
+fn moves_by_partition(grants: &Grants) -> Vec<u32> {
+    grants.lock().unwrap().iter().map(|(moves, _)| *moves).collect()
+}
+
 fn total(grants: &Grants) -> u32 {
-    grants.lock().unwrap().iter().sum()
+    moves_by_partition(grants).iter().sum()
 }
 
 async fn balanced(nodes: &[Partitions], count: u32) {
