@@ -93,6 +93,19 @@ async fn start_returns_once_the_store_answered_the_first_attempt() {
     second.stop().await.expect("stopped");
 }
 
+/// A start the store granted returns leading, on a runtime of several threads too: the
+/// first answer is told once the term is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_start_returns_leading() {
+    let store = MemoryStore::new();
+    for role in 0..200 {
+        let leadership =
+            Leadership::start(&format!("granted-{role}"), store.clone(), options()).await.unwrap();
+        assert!(leadership.is_leader() && leadership.fence().is_some(), "role {role}");
+        leadership.stop().await.expect("stopped");
+    }
+}
+
 /// A stop whose release the store did not answer says so (the release goes on in the
 /// background); a second stop, and a stop on another handle, are `Ok` at once.
 #[tokio::test(start_paused = true)]

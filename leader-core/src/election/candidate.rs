@@ -44,6 +44,12 @@ pub(crate) trait Policy {
     /// The store answered a call (a grant, a refusal or a subscription).
     fn answered(&mut self);
 
+    /// The store granted the slot in time, and the candidacy ends with it: by default an
+    /// answer like any other.
+    fn won(&mut self) {
+        self.answered();
+    }
+
     /// A grant arrived after its local deadline and was given back: `Ok` to go on.
     async fn gave_back_a_late_grant(&mut self, fence: u64) -> Result<(), Self::Stop>;
 
@@ -92,7 +98,7 @@ pub(crate) async fn stand<P: Policy>(
             Ok(AcquireOutcome::Granted(grant))
                 if Instant::now() < local_deadline(sent_at, grant.expires_in) =>
             {
-                policy.answered();
+                policy.won();
                 return Ok(Won { grant, sent_at, token: request.token });
             }
             Ok(AcquireOutcome::Granted(grant)) => {

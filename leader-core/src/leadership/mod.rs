@@ -350,10 +350,16 @@ impl Leadership {
     /// Stops the loop for good, releasing the slot if held, and waits for it to finish.
     /// `Err` with the store's failure to answer that release (the slot then expires at the
     /// end of its lease; the release goes on in the background meanwhile), or if the loop
-    /// ended abnormally. A second call, or a call on another handle, returns `Ok` at once.
+    /// ended abnormally. A second call, or a call on another handle, waits for the loop to
+    /// end too and returns `Ok` (the first call has the release's failure, if any).
     pub async fn stop(&self) -> Result<(), Error> {
         self.shared.shutdown.cancel();
         let task = self.shared.task.lock().await.take();
+        if task.is_none() {
+            let mut status = self.shared.status.subscribe();
+            let _ = status.wait_for(|status| status.stopped).await;
+            return Ok(());
+        }
         if let Some(task) = task
             && let Err(error) = task.await
         {

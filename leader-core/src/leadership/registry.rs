@@ -135,7 +135,7 @@ impl LeadershipRegistry {
     /// roles.stop().await?;
     /// # Ok(()) }
     /// ```
-    #[deprecated(since = "0.2.0", note = "`start().await` checks each role's first answer now")]
+    #[deprecated(note = "`start().await` checks each role's first answer now")]
     pub async fn start_and_check(self) -> Result<Roles, Error> {
         self.start().await
     }

@@ -109,7 +109,9 @@ async fn one_term(
     let settings = &shared.settings;
     let term = state.term + 1;
     let lease = term_lease(shared, term, token, grant, sent_at);
-    if !begin_term(shared, &lease, term) {
+    let begun = begin_term(shared, &lease, term);
+    shared.answered.send_replace(true);
+    if !begun {
         // The deadline passed between the grant's check and now (a stall): never published.
         step_down(shared, LossReason::Expired);
         slot.release_within(settings.lease_time).await;
@@ -236,6 +238,13 @@ impl candidate::Policy for Standing<'_> {
 
     fn answered(&mut self) {
         succeeded(self.shared, self.state);
+        self.shared.answered.send_replace(true);
+    }
+
+    fn won(&mut self) {
+        // Told answered once the term is published (or found over), so a `start` that
+        // returns after a grant finds the instance leading.
+        succeeded(self.shared, self.state);
     }
 
     async fn gave_back_a_late_grant(&mut self, fence: u64) -> Result<(), Next> {
@@ -297,7 +306,6 @@ fn succeeded(shared: &Shared, state: &mut LoopState) {
     state.last_error = None;
     state.backoff.reset();
     shared.status.send_if_modified(|status| status.failure.take().is_some());
-    shared.answered.send_replace(true);
 }
 
 /// Waits out `next`'s pause here, so a retry does not return to the caller first.

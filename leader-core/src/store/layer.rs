@@ -33,7 +33,8 @@ use crate::token::LeaseToken;
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 ///
-/// use leader_core::store::{GroupSnapshot, Layered, StoreLayer};
+/// use leader_core::store::GroupSnapshot;
+/// use leader_core::store::author::{Layered, StoreLayer};
 /// use leader_core::{Error, LeaseStore, MemoryStore};
 ///
 /// /// Counts the state reads made through it.

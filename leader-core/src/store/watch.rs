@@ -26,7 +26,7 @@ impl GroupWatch {
     /// `Drop`.
     ///
     /// ```
-    /// use leader_core::store::GroupSignal;
+    /// use leader_core::store::author::GroupSignal;
     ///
     /// struct Gone;
     /// impl Drop for Gone {
@@ -61,7 +61,7 @@ impl GroupWatch {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use leader_core::store::GroupSignal;
+/// use leader_core::store::author::GroupSignal;
 ///
 /// let signal = GroupSignal::new();
 /// let mut watch = signal.watch();
