@@ -34,8 +34,9 @@ use tokio::time::Instant;
 use super::group::Group;
 use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, Slot, SlotValue, held_marker};
-use super::leases::{NewLease, secs, wall_clock_of};
-use super::slots::Held;
+use super::leases::{EtcdLease, secs, wall_clock_of};
+use super::ownership::LeaseOwner;
+use super::slots::KnownSlot;
 use super::{EtcdStore, OnLease};
 use crate::error::Error;
 use crate::store::bound::Bound;
@@ -50,13 +51,13 @@ enum Guessed {
     Granted(AcquireOutcome),
     /// Not taken: the group as the transaction's else branch read it, and the lease, for
     /// the next step.
-    Read(Group, Option<NewLease>),
+    Read(Group, Option<EtcdLease>),
 }
 
 /// A grant made, before it is returned.
 struct Made {
-    lease: NewLease,
-    marker: NewLease,
+    lease: EtcdLease,
+    marker: EtcdLease,
     index: u32,
     fence: i64,
     acquired_at: SystemTime,
@@ -107,6 +108,7 @@ impl EtcdStore {
         revision: i64,
         started: Instant,
     ) -> Result<Guessed, Error> {
+        let owner = LeaseOwner::for_acquire(request.session.is_some());
         let lease = match request.session {
             Some(session) => self.session_lease(bound, session, ttl, request.lease_time).await?,
             None => self.lease(bound, ttl, Some(request.lease_time), true).await?,
@@ -114,13 +116,13 @@ impl EtcdStore {
         let marker = match self.marker_lease(bound, ttl).await {
             Ok(marker) => marker,
             Err(error) => {
-                self.unused(lease);
+                self.unused(lease, owner);
                 return Err(error);
             }
         };
         let acquired_at = layout::to_micros(SystemTime::now());
         let txn = guess_txn(keys, request, lease, marker, index, revision, acquired_at);
-        let reply = match self.send_on_lease(bound, request.token, lease.id, txn).await? {
+        let reply = match self.send_on_lease(bound, request.token, lease.id, owner, txn).await? {
             OnLease::Reply(reply) => reply,
             // A kept lease that is gone (revoked early, say): read, then a new one.
             OnLease::LeaseGone => {
@@ -153,27 +155,29 @@ impl EtcdStore {
         keys: &GroupKeys,
         ttl: i64,
         mut group: Group,
-        mut lease: Option<NewLease>,
+        mut lease: Option<EtcdLease>,
         started: Instant,
         bound: Bound,
     ) -> Result<AcquireOutcome, Error> {
         let max = request.max_leaders.get();
+        let owner = LeaseOwner::for_acquire(request.session.is_some());
         for _ in 0..MAX_ROUNDS {
             if let Some(slot) = group.slot_of(request.token) {
                 // Held already: an earlier attempt's grant (answered, its reply then given
                 // up on by the caller), perhaps on the very lease this one took.
                 if lease.is_some_and(|lease| lease.id != slot.lease) {
-                    self.put_back(lease);
+                    self.put_back(lease, owner);
                 }
                 let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
                 // An acquire through this store: the candidate's own from here on.
-                let held = Held { granted_here: true, ..self.held_slot(keys, slot, marker) };
+                let known = self.known_slot(keys, slot, marker);
+                let held = KnownSlot { owner: known.owner.granted_again(), ..known };
                 return self.grant_again(&bound, request, keys, held, started).await;
             }
             if let Some(existing) = group.size()
                 && existing != max
             {
-                self.put_back(lease);
+                self.put_back(lease, owner);
                 return Err(Error::MaxLeadersMismatch {
                     group: request.key.to_owned(),
                     requested: max,
@@ -181,7 +185,7 @@ impl EtcdStore {
                 });
             }
             let Some(index) = group.free_index(max, request.token) else {
-                self.put_back(lease);
+                self.put_back(lease, owner);
                 self.inner.hints.full(&keys.range);
                 // The shortest TTL among the slots: an upper bound of the nearest expiry
                 // (waiters wake at the true one from the watch's delete event).
@@ -200,7 +204,7 @@ impl EtcdStore {
             let marker = match self.marker_lease(&bound, ttl.max(delay.unwrap_or(0))).await {
                 Ok(marker) => marker,
                 Err(error) => {
-                    self.put_back(lease);
+                    self.put_back(lease, owner);
                     return Err(error);
                 }
             };
@@ -209,7 +213,7 @@ impl EtcdStore {
             let txn = grant_txn(keys, request, new, marker, index, &group, acquired_at, delay);
             // An error: perhaps granted unseen; the lease is revoked at the token's next
             // attempt.
-            let reply = match self.send_on_lease(&bound, request.token, new.id, txn).await? {
+            let reply = match self.send_on_lease(&bound, request.token, new.id, owner, txn).await? {
                 OnLease::Reply(reply) => reply,
                 OnLease::LeaseGone => {
                     // A kept (or session) lease that is gone: a new one next round.
@@ -230,7 +234,7 @@ impl EtcdStore {
             let made = Made { lease: new, marker, index, fence: at, acquired_at, delay, outgrown };
             return self.granted(request, keys, made, started).await;
         }
-        self.put_back(lease);
+        self.put_back(lease, owner);
         Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) })
     }
 
@@ -257,8 +261,8 @@ impl EtcdStore {
         };
         let delay_until = delay.map(|ttl| Instant::now() + secs(ttl));
         let group = keys.range.as_str().into();
-        let lease_ours = !self.is_session_lease(lease.id);
-        let held = Held { group, slot, lease, marker, delay_until, granted_here: true, lease_ours };
+        let owner = LeaseOwner::for_acquire(request.session.is_some());
+        let held = KnownSlot { group, slot, lease, marker, delay_until, owner };
         self.remember(held.clone());
         self.grant_of(request, keys, held, &outgrown, started).await
     }
@@ -270,7 +274,7 @@ impl EtcdStore {
         bound: &Bound,
         keys: &GroupKeys,
         ttl: i64,
-    ) -> Result<(Group, Option<NewLease>), Error> {
+    ) -> Result<(Group, Option<EtcdLease>), Error> {
         let Some(kept) = self.take_kept(ttl) else {
             return Ok((self.read(bound, keys).await?, None));
         };
@@ -278,7 +282,7 @@ impl EtcdStore {
             return match self.read(bound, keys).await {
                 Ok(group) => Ok((group, Some(kept))),
                 Err(error) => {
-                    self.unused(kept);
+                    self.unused(kept, LeaseOwner::Slot);
                     Err(error)
                 }
             };
@@ -287,7 +291,7 @@ impl EtcdStore {
         match (group, alive) {
             (Ok(group), Ok(alive)) => Ok((group, alive)),
             (Err(error), Ok(Some(alive))) => {
-                self.unused(alive);
+                self.unused(alive, LeaseOwner::Slot);
                 Err(error)
             }
             (Err(error), _) | (_, Err(error)) => Err(error),
@@ -301,7 +305,7 @@ impl EtcdStore {
         bound: &Bound,
         request: &AcquireRequest<'_>,
         keys: &GroupKeys,
-        mut held: Held,
+        mut held: KnownSlot,
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
         let Some(lease) = self.renew_kept(bound, held.lease).await? else {
@@ -320,7 +324,7 @@ impl EtcdStore {
         &self,
         request: &AcquireRequest<'_>,
         keys: &GroupKeys,
-        mut held: Held,
+        mut held: KnownSlot,
         outgrown: &[u32],
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
@@ -389,7 +393,7 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: &mut Held,
+        held: &mut KnownSlot,
         outgrown: &[u32],
     ) -> Result<bool, Error> {
         let slot_key = keys.slot(held.slot.index);
@@ -406,7 +410,7 @@ impl EtcdStore {
                 Compare::lease(slot_key.as_str(), CompareOp::Equal, held.lease.id),
             ])
             .and_then(then);
-        let reply = self.send(bound, held.slot.token, held.lease.id, txn).await?;
+        let reply = self.send(bound, held.slot.token, held.lease.id, held.owner, txn).await?;
         if reply.succeeded() {
             held.slot = confirmed;
             held.delay_until = None;
@@ -419,7 +423,7 @@ impl EtcdStore {
 struct RevokeOnDrop<'a> {
     store: Option<&'a EtcdStore>,
     keys: &'a GroupKeys,
-    held: Held,
+    held: KnownSlot,
 }
 
 impl Drop for RevokeOnDrop<'_> {
@@ -434,9 +438,9 @@ impl Drop for RevokeOnDrop<'_> {
 
 impl EtcdStore {
     /// Ends a slot nobody will act on, in the background: its lease revoked, or, on a lease
-    /// that is not the slot's alone (a session's, or one found by reading), its key deleted.
-    fn abandon(&self, keys: &GroupKeys, held: &Held) {
-        match held.lease_ours {
+    /// that is not the slot's alone (a session's, or one adopted), its key deleted.
+    fn abandon(&self, keys: &GroupKeys, held: &KnownSlot) {
+        match held.owner.abandoned_by_revoking() {
             true => self.revoke_behind(held.lease.id),
             false => self.delete_behind(keys, held),
         }
@@ -461,8 +465,8 @@ fn unchanged_since(keys: &GroupKeys, revision: i64) -> [Compare; 2] {
 fn grant_ops(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
-    lease: NewLease,
-    marker: NewLease,
+    lease: EtcdLease,
+    marker: EtcdLease,
     index: u32,
     acquired_at: SystemTime,
     delay: Option<i64>,
@@ -498,8 +502,8 @@ fn grant_ops(
 fn guess_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
-    lease: NewLease,
-    marker: NewLease,
+    lease: EtcdLease,
+    marker: EtcdLease,
     index: u32,
     revision: i64,
     acquired_at: SystemTime,
@@ -523,8 +527,8 @@ fn guess_txn(
 fn grant_txn(
     keys: &GroupKeys,
     request: &AcquireRequest<'_>,
-    lease: NewLease,
-    marker: NewLease,
+    lease: EtcdLease,
+    marker: EtcdLease,
     index: u32,
     group: &Group,
     acquired_at: SystemTime,

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use super::EtcdStore;
 use super::members::lease_not_found;
+use super::ownership::{LeaseOwner, Revoking};
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::token::LeaseToken;
@@ -42,7 +43,7 @@ const MIN_MARKER_SECS: i64 = 10;
 
 /// A lease for a slot.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NewLease {
+pub(crate) struct EtcdLease {
     pub id: i64,
     /// Its TTL in seconds, as granted.
     pub ttl: i64,
@@ -54,13 +55,13 @@ pub(crate) struct NewLease {
 /// The leases of released slots, by TTL, to be used again.
 #[derive(Default)]
 pub(crate) struct LeasePool {
-    by_ttl: Mutex<HashMap<i64, Vec<NewLease>>>,
+    by_ttl: Mutex<HashMap<i64, Vec<EtcdLease>>>,
 }
 
 impl LeasePool {
     /// A kept lease of `ttl` seconds with more than a third of it left, if there is one; the
     /// ones it let go (too close to their end) in `dropped`.
-    pub(crate) fn take(&self, ttl: i64, dropped: &mut Vec<i64>) -> Option<NewLease> {
+    pub(crate) fn take(&self, ttl: i64, dropped: &mut Vec<i64>) -> Option<EtcdLease> {
         let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let leases = by_ttl.get_mut(&ttl)?;
         while let Some(lease) = leases.pop() {
@@ -74,7 +75,7 @@ impl LeasePool {
 
     /// Keeps `lease` for reuse; `false` if the pool is full (the caller revokes it). The
     /// leases it let go (expired) go to `dropped`.
-    fn give(&self, lease: NewLease, dropped: &mut Vec<i64>) -> bool {
+    fn give(&self, lease: EtcdLease, dropped: &mut Vec<i64>) -> bool {
         let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let leases = by_ttl.entry(lease.ttl).or_default();
         leases.retain(|kept| {
@@ -92,7 +93,7 @@ impl LeasePool {
     }
 }
 
-impl NewLease {
+impl EtcdLease {
     /// When it expires at the earliest, if nobody keeps it alive.
     pub(crate) fn expires_at(&self) -> Instant {
         self.sent_at + secs(self.ttl)
@@ -102,12 +103,12 @@ impl NewLease {
 /// The store's marker leases (never kept alive), by when they expire.
 #[derive(Default)]
 pub(crate) struct MarkerLeases {
-    current: Mutex<Vec<NewLease>>,
+    current: Mutex<Vec<EtcdLease>>,
 }
 
 impl MarkerLeases {
     /// A marker lease that lives at least `needed` more, if the store has one.
-    fn living(&self, needed: Duration) -> Option<NewLease> {
+    fn living(&self, needed: Duration) -> Option<EtcdLease> {
         let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
         current.retain(|lease| lease.expires_at() > now);
@@ -115,10 +116,10 @@ impl MarkerLeases {
             .iter()
             .copied()
             .filter(|lease| lease.expires_at() >= now + needed)
-            .max_by_key(NewLease::expires_at)
+            .max_by_key(EtcdLease::expires_at)
     }
 
-    fn add(&self, lease: NewLease) {
+    fn add(&self, lease: EtcdLease) {
         let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         current.push(lease);
     }
@@ -133,7 +134,7 @@ impl EtcdStore {
     /// A marker lease for a slot of `ttl` seconds that lives at least five of its TTLs more
     /// (past a deadline one TTL ahead, by more than the three a renewal keeps before it
     /// moves the marker): one the store has, or a new one.
-    pub(crate) async fn marker_lease(&self, bound: &Bound, ttl: i64) -> Result<NewLease, Error> {
+    pub(crate) async fn marker_lease(&self, bound: &Bound, ttl: i64) -> Result<EtcdLease, Error> {
         let needed = secs(ttl.saturating_mul(5));
         if let Some(lease) = self.inner.markers.living(needed) {
             return Ok(lease);
@@ -165,7 +166,7 @@ impl EtcdStore {
         ttl: i64,
         lease_time: Option<Duration>,
         reuse_fresh: bool,
-    ) -> Result<NewLease, Error> {
+    ) -> Result<EtcdLease, Error> {
         while let Some(kept) = self.take_kept(ttl) {
             if reuse_fresh && kept.sent_at.elapsed() < secs(ttl) / 3 {
                 return Ok(kept);
@@ -181,17 +182,18 @@ impl EtcdStore {
     pub(crate) async fn renew_kept(
         &self,
         bound: &Bound,
-        kept: NewLease,
-    ) -> Result<Option<NewLease>, Error> {
+        kept: EtcdLease,
+    ) -> Result<Option<EtcdLease>, Error> {
         let sent_at = Instant::now();
         let alive = self.keep_alive(bound, kept.id, kept.ttl).await?;
-        Ok(alive.then_some(NewLease { sent_at, ..kept }))
+        Ok(alive.then_some(EtcdLease { sent_at, ..kept }))
     }
 
-    /// A lease taken for a grant that did not happen: kept for the next one (a session's
-    /// lease stays the session's).
-    pub(crate) fn unused(&self, lease: NewLease) {
-        if self.is_session_lease(lease.id) {
+    /// A lease of `owner`'s taken for a grant that did not happen, or left by a release:
+    /// kept for the next grant if it is the slot's alone (a session's lease stays the
+    /// session's).
+    pub(crate) fn unused(&self, lease: EtcdLease, owner: LeaseOwner) {
+        if !owner.pooled_once_unbound() {
             return;
         }
         let mut dropped = Vec::new();
@@ -202,7 +204,7 @@ impl EtcdStore {
     }
 
     /// A kept lease of `ttl` seconds from the pool (see [`LeasePool::take`]).
-    pub(crate) fn take_kept(&self, ttl: i64) -> Option<NewLease> {
+    pub(crate) fn take_kept(&self, ttl: i64) -> Option<EtcdLease> {
         let mut dropped = Vec::new();
         let kept = self.inner.leases.take(ttl, &mut dropped);
         self.streams_gone(&dropped);
@@ -217,9 +219,9 @@ impl EtcdStore {
     }
 
     /// [`unused`](Self::unused), for a lease an acquire may have taken.
-    pub(crate) fn put_back(&self, lease: Option<NewLease>) {
+    pub(crate) fn put_back(&self, lease: Option<EtcdLease>, owner: LeaseOwner) {
         if let Some(lease) = lease {
-            self.unused(lease);
+            self.unused(lease, owner);
         }
     }
 
@@ -231,14 +233,14 @@ impl EtcdStore {
         bound: &Bound,
         ttl: i64,
         lease_time: Option<Duration>,
-    ) -> Result<NewLease, Error> {
+    ) -> Result<EtcdLease, Error> {
         let sent_at = Instant::now();
         let reply = self
             .inner
             .members
             .call(bound, |client| async move { client.lease_client().grant(ttl, None).await })
             .await?;
-        let lease = NewLease { id: reply.id(), ttl: reply.ttl(), sent_at };
+        let lease = EtcdLease { id: reply.id(), ttl: reply.ttl(), sent_at };
         if lease.ttl > ttl {
             self.inner.min_ttl.fetch_max(lease.ttl, Ordering::Relaxed);
             if let Some(lease_time) = lease_time {
@@ -249,12 +251,8 @@ impl EtcdStore {
         Ok(lease)
     }
 
-    /// Revokes a lease no key uses, without waiting (it would expire by itself anyway); never
-    /// a session's lease, which carries the session's other slots.
+    /// Revokes a lease no key uses, without waiting (it would expire by itself anyway).
     pub(crate) fn revoke_behind(&self, lease: i64) {
-        if self.is_session_lease(lease) {
-            return;
-        }
         self.inner.keep_alives.forget(lease);
         let members = self.inner.members.clone();
         tokio::spawn(async move {
@@ -267,19 +265,48 @@ impl EtcdStore {
         });
     }
 
-    /// [`revoke_behind`](Self::revoke_behind), unless other keys are bound to `lease` (one
-    /// read first: a session's lease of another process is not known here).
-    pub(crate) fn revoke_behind_if_unshared(&self, lease: i64) {
-        if self.is_session_lease(lease) {
-            return;
-        }
-        let store = self.clone();
-        tokio::spawn(async move {
-            let bound = store.inner.members.bound("revoke");
-            if let Err(error) = store.revoke_if_unshared(&bound, lease).await {
-                tracing::debug!(lease, %error, "could not revoke an etcd lease a slot moved off; it expires by itself");
+    /// Revokes `lease` of `owner`'s, which a slot moved off, in the background, as its
+    /// owner allows ([`LeaseOwner::revoking`]).
+    pub(crate) fn revoke_behind_as(&self, lease: i64, owner: LeaseOwner) {
+        match owner.revoking() {
+            Revoking::Never => {}
+            Revoking::Always => self.revoke_behind(lease),
+            Revoking::IfUnshared => {
+                let store = self.clone();
+                tokio::spawn(async move {
+                    let bound = store.inner.members.bound("revoke");
+                    if let Err(error) = store.revoke_as(&bound, lease, owner).await {
+                        tracing::debug!(lease, %error, "could not revoke an etcd lease a slot moved off; it expires by itself");
+                    }
+                });
             }
-        });
+        }
+    }
+
+    /// Revokes `lease` of `owner`'s, whose slot is gone, as its owner allows
+    /// ([`LeaseOwner::revoking`]): a lease that may be shared is revoked only if a read of
+    /// its time to live lists no key (a session's lease of another process is not known
+    /// here).
+    pub(crate) async fn revoke_as(
+        &self,
+        bound: &Bound,
+        lease: i64,
+        owner: LeaseOwner,
+    ) -> Result<(), Error> {
+        match owner.revoking() {
+            Revoking::Never => Ok(()),
+            Revoking::Always => self.revoke(bound, lease).await,
+            Revoking::IfUnshared => {
+                let life = self.inner.members.call(bound, |client| async move {
+                    let keys = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
+                    client.lease_client().time_to_live(lease, Some(keys)).await
+                });
+                if life.await?.keys().is_empty() {
+                    self.revoke(bound, lease).await?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Revokes `lease`, waiting for the answer (a renewal under it fails from then on).
@@ -301,9 +328,9 @@ impl EtcdStore {
     /// was lost meanwhile.
     pub(crate) async fn lock_delay(
         &self,
-        lease: NewLease,
+        lease: EtcdLease,
         until: Instant,
-    ) -> Result<Option<NewLease>, Error> {
+    ) -> Result<Option<EtcdLease>, Error> {
         let every = secs(lease.ttl) / 3;
         let mut lease = lease;
         loop {
@@ -351,7 +378,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn kept_leases_are_reused_only_while_most_of_their_ttl_is_left() {
         let pool = LeasePool::default();
-        let lease = |id| NewLease { id, ttl: 3, sent_at: Instant::now() };
+        let lease = |id| EtcdLease { id, ttl: 3, sent_at: Instant::now() };
         let mut dropped = Vec::new();
         assert!(pool.give(lease(1), &mut dropped));
         assert_eq!(pool.take(3, &mut dropped).map(|lease| lease.id), Some(1));

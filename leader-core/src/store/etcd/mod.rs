@@ -72,6 +72,7 @@ mod keep_alive;
 mod layout;
 mod leases;
 mod members;
+mod ownership;
 mod sessions;
 mod slots;
 
@@ -93,7 +94,7 @@ use self::layout::{GroupKeys, MAX_KEY_BYTES, Part};
 use self::leases::{LeasePool, MarkerLeases, secs, too_short};
 use self::members::Members;
 use self::sessions::Sessions;
-use self::slots::HeldSlots;
+use self::slots::KnownSlots;
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
@@ -138,7 +139,7 @@ struct Inner {
     /// One keep-alive stream per lease.
     keep_alives: KeepAlives,
     /// The slots this store was granted.
-    held: HeldSlots,
+    held: KnownSlots,
     /// The leases of sessions' slots.
     sessions: Sessions,
     /// What the store last learnt of each group, for an acquire's first step.
@@ -167,7 +168,7 @@ impl EtcdStore {
                 leases: LeasePool::default(),
                 markers: MarkerLeases::default(),
                 keep_alives: KeepAlives::default(),
-                held: HeldSlots::default(),
+                held: KnownSlots::default(),
                 sessions: Sessions::default(),
                 hints: Arc::default(),
                 description,

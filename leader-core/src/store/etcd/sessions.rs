@@ -24,8 +24,9 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 use super::EtcdStore;
 use super::bounded::Bounded;
 use super::layout::{GroupKeys, held_marker};
-use super::leases::{NewLease, secs, wall_clock_of};
-use super::slots::Held;
+use super::leases::{EtcdLease, secs, wall_clock_of};
+use super::ownership::LeaseOwner;
+use super::slots::KnownSlot;
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{HeldSlot, RENEW_BATCH_LEN, RenewOutcome};
@@ -36,7 +37,7 @@ use crate::token::LeaseToken;
 const MARKERS_PER_MOVE: usize = 42;
 
 /// One session's lease of one TTL, once granted.
-type Entry = Arc<tokio::sync::Mutex<Option<NewLease>>>;
+type Entry = Arc<tokio::sync::Mutex<Option<EtcdLease>>>;
 
 /// The session leases of one store; the sessions used most recently are kept ([`Bounded`]:
 /// a session forgotten is granted a new lease at its next acquire; its slots keep theirs).
@@ -72,7 +73,7 @@ impl Sessions {
 pub(crate) struct SessionSlot {
     pub position: usize,
     pub keys: GroupKeys,
-    pub held: Held,
+    pub held: KnownSlot,
 }
 
 impl EtcdStore {
@@ -87,7 +88,7 @@ impl EtcdStore {
     ) -> Result<Vec<RenewOutcome>, Error> {
         let bound = self.bound("renew_many");
         let mut answers: Vec<Option<RenewOutcome>> = vec![None; slots.len()];
-        let mut by_lease: HashMap<i64, (NewLease, Vec<SessionSlot>)> = HashMap::new();
+        let mut by_lease: HashMap<i64, (EtcdLease, Vec<SessionSlot>)> = HashMap::new();
         let mut singles = Vec::new();
         for (position, slot) in slots.iter().enumerate() {
             let keys = self.keys(slot.key)?;
@@ -96,7 +97,7 @@ impl EtcdStore {
                     if *held.group == *keys.range
                         && held.lease.ttl == ttl
                         && held.delay_until.is_none()
-                        && self.is_session_lease(held.lease.id) =>
+                        && held.owner.renews_with_session() =>
                 {
                     let (_, batch) =
                         by_lease.entry(held.lease.id).or_insert((held.lease, Vec::new()));
@@ -126,9 +127,14 @@ impl EtcdStore {
             .collect()
     }
 
-    /// Whether `lease` is a session lease of this store.
-    pub(crate) fn is_session_lease(&self, lease: i64) -> bool {
-        self.inner.sessions.ids().contains(&lease)
+    /// The owner of `lease`, found bound to a slot by reading its group: one of this
+    /// store's session leases (only this store binds keys to those, for acquires through
+    /// it), or someone else's.
+    pub(crate) fn owner_found(&self, lease: i64) -> LeaseOwner {
+        match self.inner.sessions.ids().contains(&lease) {
+            true => LeaseOwner::Session,
+            false => LeaseOwner::Found,
+        }
     }
 
     /// The lease of `session`'s slots of `ttl` seconds: the one it has (kept alive now if a
@@ -139,7 +145,7 @@ impl EtcdStore {
         session: LeaseToken,
         ttl: i64,
         lease_time: Duration,
-    ) -> Result<NewLease, Error> {
+    ) -> Result<EtcdLease, Error> {
         let entry = self.inner.sessions.entry(session, ttl);
         // One grant per session, however many acquires start together.
         let mut current = bound.run(entry.lock()).await?;
@@ -211,7 +217,7 @@ impl EtcdStore {
 
     /// Deletes `held`'s slot key in the background if it is still that grant (a session
     /// slot abandoned: its lease carries other slots, so it is not revoked).
-    pub(crate) fn delete_behind(&self, keys: &GroupKeys, held: &Held) {
+    pub(crate) fn delete_behind(&self, keys: &GroupKeys, held: &KnownSlot) {
         let slot_key = keys.slot(held.slot.index);
         let fence = i64::try_from(held.slot.fence).unwrap_or(i64::MAX);
         let txn = Txn::new()
@@ -240,7 +246,7 @@ impl EtcdStore {
     pub(crate) async fn renew_session_slots(
         &self,
         bound: &Bound,
-        lease: NewLease,
+        lease: EtcdLease,
         slots: Vec<SessionSlot>,
         lease_time: Duration,
         answers: &mut [Option<RenewOutcome>],
@@ -294,7 +300,7 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         slots: &mut [SessionSlot],
-        alive: NewLease,
+        alive: EtcdLease,
         lease_time: Duration,
     ) -> Result<(), Error> {
         let due = alive.sent_at + lease_time + secs(alive.ttl.saturating_mul(3));

@@ -1,4 +1,4 @@
-//! The slots this process holds ([`Held`], a cache by token), and what is done to a held
+//! The slots this process holds ([`KnownSlot`], a cache by token), and what is done to a held
 //! slot: renew, release, revoke, moving it to another lease.
 //!
 //! - **Renew** keeps the slot's lease alive on its stream and, in parallel, reads the slot
@@ -23,38 +23,33 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use tokio::time::Instant;
 
 use super::layout::{GroupKeys, Slot, held_marker};
-use super::leases::{NewLease, secs, wall_clock_of};
+use super::leases::{EtcdLease, secs, wall_clock_of};
+use super::ownership::LeaseOwner;
 use super::{EtcdStore, OnLease};
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{ReleaseOutcome, RenewOutcome, Revocation, SlotRef};
 use crate::token::LeaseToken;
 
-/// A slot this process holds (or found by reading its group).
+/// What this store knows of a slot: one it was granted, or found by reading its group.
 #[derive(Debug, Clone)]
-pub(crate) struct Held {
+pub(crate) struct KnownSlot {
     /// The group's range (`GroupKeys::range`): the cache is by token, and a call may name
     /// another group under the same token.
     pub group: std::sync::Arc<str>,
     /// The slot as its key holds it (its lease's TTL and its lock-delay included).
     pub slot: Slot,
     /// The slot's lease, as last kept alive.
-    pub lease: NewLease,
+    pub lease: EtcdLease,
     /// The lease its marker is bound to (never kept alive).
-    pub marker: NewLease,
+    pub marker: EtcdLease,
     /// Until when its lock-delay runs, if it waits one.
     pub delay_until: Option<Instant>,
-    /// Whether this store was granted it (an acquire through it): only then is a release
-    /// through it the holder's own; a store that found the slot by reading (a renewal or a
-    /// release with another's token) releases it as a revocation, with the lock-delay.
-    pub granted_here: bool,
-    /// Whether its lease is this store's and the slot's alone (granted or pooled here, not a
-    /// session's, not found by reading): only such a lease is kept for reuse after the
-    /// release, or revoked when the release got no answer.
-    pub lease_ours: bool,
+    /// Whose its lease is: what may be done with it (see `ownership.rs`).
+    pub owner: LeaseOwner,
 }
 
-impl Held {
+impl KnownSlot {
     fn fence(&self) -> i64 {
         i64::try_from(self.slot.fence).unwrap_or(i64::MAX)
     }
@@ -71,8 +66,8 @@ impl Held {
 /// The slots this process was granted, by token: where their lease is, so a renewal needs no
 /// read first. Only a cache: a miss reads the group.
 #[derive(Default)]
-pub(crate) struct HeldSlots {
-    by_token: std::sync::Mutex<HashMap<LeaseToken, Held>>,
+pub(crate) struct KnownSlots {
+    by_token: std::sync::Mutex<HashMap<LeaseToken, KnownSlot>>,
     /// The size at which the next insert lets go of dead entries (twice the live ones).
     sweep_at: std::sync::atomic::AtomicUsize,
 }
@@ -99,11 +94,11 @@ struct Relet {
 }
 
 impl EtcdStore {
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, Held>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseToken, KnownSlot>> {
         self.inner.held.by_token.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn remember(&self, held: Held) {
+    pub(crate) fn remember(&self, held: KnownSlot) {
         use std::sync::atomic::Ordering::Relaxed;
         let sweep_at = self.inner.held.sweep_at.load(Relaxed).max(CACHED);
         let sessions = match self.cache().len() >= sweep_at {
@@ -140,7 +135,7 @@ impl EtcdStore {
     }
 
     /// What this store holds under `token`, if it knows.
-    pub(crate) fn cached(&self, token: LeaseToken) -> Option<Held> {
+    pub(crate) fn cached(&self, token: LeaseToken) -> Option<KnownSlot> {
         self.cache().get(&token).cloned()
     }
 
@@ -152,13 +147,14 @@ impl EtcdStore {
     /// What this process knows of `slot` (whose index's marker lives on `marker_lease`): its
     /// cache entry, or what the slot's record says (its lease as if kept alive a TTL ago;
     /// its marker's lease as if it ended now, so the first renewal moves the marker; a
-    /// pending slot waits a whole delay from now; not granted here).
-    pub(crate) fn held_slot(
+    /// pending slot waits a whole delay from now; its owner as a read tells it: see
+    /// [`owner_found`](Self::owner_found)).
+    pub(crate) fn known_slot(
         &self,
         keys: &GroupKeys,
         slot: &Slot,
         marker_lease: Option<i64>,
-    ) -> Held {
+    ) -> KnownSlot {
         if let Some(held) = self.cache().get(&slot.token)
             && held.slot.fence == slot.fence
             && *held.group == *keys.range
@@ -166,19 +162,18 @@ impl EtcdStore {
             return held.clone();
         }
         let now = Instant::now();
-        Held {
+        KnownSlot {
             group: keys.range.as_str().into(),
             slot: slot.clone(),
             // Only a starting point: every use keeps the lease alive first, which sets it.
-            lease: NewLease {
+            lease: EtcdLease {
                 id: slot.lease,
                 ttl: slot.ttl,
                 sent_at: now.checked_sub(secs(slot.ttl)).unwrap_or(now),
             },
-            marker: NewLease { id: marker_lease.unwrap_or(0), ttl: 0, sent_at: now },
+            marker: EtcdLease { id: marker_lease.unwrap_or(0), ttl: 0, sent_at: now },
             delay_until: slot.delay_ttl.map(|ttl| now + secs(ttl)),
-            granted_here: false,
-            lease_ours: false,
+            owner: self.owner_found(slot.lease),
         }
     }
 
@@ -188,14 +183,14 @@ impl EtcdStore {
         bound: &Bound,
         keys: &GroupKeys,
         token: LeaseToken,
-    ) -> Result<Option<Held>, Error> {
+    ) -> Result<Option<KnownSlot>, Error> {
         if let Some(held) = self.cached(token).filter(|held| *held.group == *keys.range) {
             return Ok(Some(held));
         }
         let group = self.read(bound, keys).await?;
         Ok(group.slot_of(token).map(|slot| {
             let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
-            self.held_slot(keys, slot, marker)
+            self.known_slot(keys, slot, marker)
         }))
     }
 
@@ -254,8 +249,8 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: &mut Held,
-        lease: NewLease,
+        held: &mut KnownSlot,
+        lease: EtcdLease,
         lease_time: Duration,
     ) -> Duration {
         let deadline = lease.sent_at + lease_time;
@@ -280,7 +275,7 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: &mut Held,
+        held: &mut KnownSlot,
     ) -> Result<bool, Error> {
         let marker = self.marker_lease(bound, held.slot.ttl).await?;
         if marker.id == held.marker.id {
@@ -320,7 +315,7 @@ impl EtcdStore {
         let Some(held) = self.find(&bound, keys, token).await? else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        if !held.granted_here {
+        if !held.owner.releases_as_holder() {
             // Released by a process that was not granted it (an operator's tool, another
             // service with the token): its holder may still act, so it goes as a takeover
             // would (the next taker waits the lock-delay).
@@ -358,16 +353,13 @@ impl EtcdStore {
             .when(held.still_this_grant(&slot_key))
             .and_then(then)
             .or_else([TxnOp::get(slot_key.as_str(), Some(GetOptions::new().with_keys_only()))]);
-        // On a lease that is not the slot's alone (a session's, or one found by reading),
-        // a release that got no answer is the caller's to ask again: the lease is not
-        // revoked to settle it.
-        let sent = match held.lease_ours {
-            true => self.send(&bound, token, held.lease.id, txn).await,
-            false => self.txn(&bound, txn).await,
-        };
-        let reply = match sent {
+        // On a lease that is not the slot's alone (a session's, or one adopted), a release
+        // that got no answer is the caller's to ask again: the lease is not revoked to
+        // settle it.
+        let settles = held.owner.settles_lost_replies();
+        let reply = match self.send(&bound, token, held.lease.id, held.owner, txn).await {
             Ok(reply) => reply,
-            Err(error) if !held.lease_ours => return Err(error),
+            Err(error) if !settles => return Err(error),
             Err(error) if error.is_transient() => {
                 // No answer: its lease revoked, so the slot is gone whether the transaction
                 // committed or not (its index keeps its marker if it had not: one lock-delay
@@ -384,9 +376,7 @@ impl EtcdStore {
         }
         let revision = reply.header().map_or(0, |header| header.revision());
         self.inner.hints.freed(&keys.range, held.slot.index, revision);
-        if held.lease_ours {
-            self.unused(held.lease);
-        }
+        self.unused(held.lease, held.owner);
         Ok(ReleaseOutcome::Released)
     }
 
@@ -408,7 +398,7 @@ impl EtcdStore {
             return Ok(ReleaseOutcome::NotHeld);
         };
         let marker = group.markers.get(&found.index).map(|marker| marker.lease);
-        let held = self.held_slot(keys, found, marker);
+        let held = self.known_slot(keys, found, marker);
         let outcome = self.end_slot(&bound, keys, &held, how).await?;
         if outcome != ReleaseOutcome::NotHeld {
             self.forget_in(keys, found.token);
@@ -425,7 +415,7 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: &Held,
+        held: &KnownSlot,
         how: Revocation,
     ) -> Result<ReleaseOutcome, Error> {
         let slot_key = keys.slot(held.slot.index);
@@ -446,7 +436,7 @@ impl EtcdStore {
         if !reply.succeeded() {
             return Ok(ReleaseOutcome::NotHeld);
         }
-        if let Err(error) = self.revoke_if_unshared(bound, held.lease.id).await {
+        if let Err(error) = self.revoke_as(bound, held.lease.id, held.owner).await {
             // Its key is gone already; the holder's next renewal finds it so.
             tracing::warn!(group = %keys.range.trim_end(), %error, "ended a slot, but could not revoke its etcd lease; it expires by itself");
         }
@@ -466,9 +456,9 @@ impl EtcdStore {
         &self,
         bound: &Bound,
         keys: &GroupKeys,
-        held: &Held,
+        held: &KnownSlot,
         relet: Relet,
-    ) -> Result<Option<Held>, Error> {
+    ) -> Result<Option<KnownSlot>, Error> {
         let Relet { ttl, released, lease_time } = relet;
         let token = held.slot.token;
         let slot_key = keys.slot(held.slot.index);
@@ -490,7 +480,7 @@ impl EtcdStore {
             then.push(TxnOp::put(keys.last(held.slot.index), marked, Some(on_marker)));
         }
         let txn = Txn::new().when(held.still_this_grant(&slot_key)).and_then(then);
-        let reply = match self.send(bound, token, lease.id, txn).await {
+        let reply = match self.send(bound, token, lease.id, LeaseOwner::Slot, txn).await {
             Ok(reply) => reply,
             Err(error) => {
                 // Perhaps moved unseen: revoked with the rest at the next attempt.
@@ -499,38 +489,28 @@ impl EtcdStore {
             }
         };
         if !reply.succeeded() {
-            self.unused(lease);
+            self.unused(lease, LeaseOwner::Slot);
             self.forget_in(keys, token);
             return Ok(None);
         }
         // The old lease may carry other slots (a session's, of this process or another).
-        self.revoke_behind_if_unshared(held.lease.id);
+        self.revoke_behind_as(held.lease.id, held.owner);
         moved.fence = held.slot.fence;
         // A lease of its own now (a session's slot moved off its session included).
-        let moved = Held { slot: moved, lease, marker, lease_ours: true, ..held.clone() };
+        let owner = held.owner.moved();
+        let moved = KnownSlot { slot: moved, lease, marker, owner, ..held.clone() };
         self.remember(moved.clone());
         Ok(Some(moved))
     }
 
-    /// Revokes `lease` unless other keys are bound to it: a session's lease (this store's,
-    /// or another process's, as its time to live lists its keys) carries other slots.
-    pub(crate) async fn revoke_if_unshared(&self, bound: &Bound, lease: i64) -> Result<(), Error> {
-        if self.is_session_lease(lease) {
-            return Ok(());
-        }
-        let life = self.inner.members.call(bound, |client| async move {
-            let keys = etcd_client::LeaseTimeToLiveOptions::new().with_keys();
-            client.lease_client().time_to_live(lease, Some(keys)).await
-        });
-        if life.await?.keys().is_empty() {
-            self.revoke(bound, lease).await?;
-        }
-        Ok(())
-    }
-
     /// Whether slot key `slot_key` is still `held`'s grant on its lease (a linearizable read
     /// of its revision and lease; no value is sent back).
-    async fn still_held(&self, bound: &Bound, slot_key: &str, held: &Held) -> Result<bool, Error> {
+    async fn still_held(
+        &self,
+        bound: &Bound,
+        slot_key: &str,
+        held: &KnownSlot,
+    ) -> Result<bool, Error> {
         let get = self.inner.members.call(bound, |client| {
             let key = slot_key.to_owned();
             let options = GetOptions::new().with_keys_only();
@@ -543,16 +523,18 @@ impl EtcdStore {
             .is_some_and(|kv| kv.create_revision() == held.fence() && kv.lease() == held.lease.id))
     }
 
-    /// Sends `txn`, which binds keys to `lease` for `token`: the lease is recorded as named
-    /// by an unanswered transaction until the answer comes (see `hints.rs`).
+    /// Sends `txn`, which binds keys to `lease` (of `owner`'s) for `token`: a lease whose
+    /// owner settles lost replies ([`LeaseOwner::settles_lost_replies`]) is recorded as
+    /// named by an unanswered transaction until the answer comes (see `hints.rs`).
     pub(crate) async fn send(
         &self,
         bound: &Bound,
         token: LeaseToken,
         lease: i64,
+        owner: LeaseOwner,
         txn: Txn,
     ) -> Result<etcd_client::TxnResponse, Error> {
-        self.send_on_lease(bound, token, lease, txn).await?.reply()
+        self.send_on_lease(bound, token, lease, owner, txn).await?.reply()
     }
 
     /// [`send`](Self::send), telling a lease found gone apart (etcd refuses a transaction
@@ -562,11 +544,13 @@ impl EtcdStore {
         bound: &Bound,
         token: LeaseToken,
         lease: i64,
+        owner: LeaseOwner,
         txn: Txn,
     ) -> Result<OnLease, Error> {
-        // A session's lease is never revoked to settle an unanswered transaction: a late
-        // commit on it gives the token no second slot (see `sessions.rs`).
-        if self.is_session_lease(lease) {
+        // A lease that carries other slots is never revoked to settle an unanswered
+        // transaction: a late commit on it gives the token no second slot (see
+        // `sessions.rs`).
+        if !owner.settles_lost_replies() {
             return self.txn_on_lease(bound, txn).await;
         }
         self.inner.hints.sending(token, lease);
