@@ -1,7 +1,9 @@
 //! [`Bounded`]: the one bounded map of the etcd store's caches (what it last learnt of each
-//! group, the leases of unanswered transactions, the session leases). When full, an insert
-//! lets go of the entry used least recently, one entry, never the whole map: a cache that
-//! forgot everything at a cap made every user of it start again at once.
+//! group, the leases of unanswered transactions, the session leases, the slots it knows,
+//! the keep-alive streams). When full, an insert lets go of the entry used least recently,
+//! one entry, never the whole map: a cache that forgot everything at a cap made every user
+//! of it start again at once. The caches of live things (slots, streams) are also swept by
+//! age ([`Bounded::retain`]) and have the larger cap [`MOST`].
 
 use std::hash::Hash;
 use std::num::NonZeroUsize;
@@ -11,6 +13,11 @@ use lru::LruCache;
 
 /// How many entries each cache of a store keeps.
 pub(crate) const KEPT: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
+
+/// How many entries a cache of live things keeps at most (a node of partition leases holds
+/// one slot and its stream per partition it owns); it lets go of its dead ones by age long
+/// before.
+pub(crate) const MOST: NonZeroUsize = NonZeroUsize::new(1 << 20).expect("not zero");
 
 /// A map of at most `capacity` entries, the least recently used going first.
 pub(crate) struct Bounded<K: Hash + Eq, V> {
@@ -25,6 +32,21 @@ impl<K: Hash + Eq, V> Bounded<K, V> {
     /// The entries, to read and change (a `get` counts as a use, a `peek` does not).
     pub(crate) fn lock(&self) -> MutexGuard<'_, LruCache<K, V>> {
         self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Lets go of every entry of `entries` (this map's, locked) for which `keep` is false.
+    pub(crate) fn retain(entries: &mut LruCache<K, V>, mut keep: impl FnMut(&K, &V) -> bool)
+    where
+        K: Clone,
+    {
+        let gone: Vec<K> = entries
+            .iter()
+            .filter(|(key, value)| !keep(key, value))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            entries.pop(&key);
+        }
     }
 }
 
@@ -53,5 +75,21 @@ mod tests {
         assert_eq!(entries.len(), KEPT.get());
         assert!(entries.contains(&9_999) && entries.contains(&(10_000 - 4_095)));
         assert!(!entries.contains(&(10_000 - 4_096)), "the oldest unused went");
+    }
+
+    #[test]
+    fn retain_lets_go_of_what_it_is_told_and_keeps_the_order_of_use() {
+        let map: Bounded<u32, u32> = Bounded::new(NonZeroUsize::new(4).expect("not zero"));
+        let mut entries = map.lock();
+        for key in 0..4 {
+            entries.put(key, key * 10);
+        }
+        entries.get(&0);
+        Bounded::retain(&mut entries, |key, _| key % 2 == 0);
+        assert_eq!(entries.len(), 2);
+        entries.put(4, 40);
+        entries.put(5, 50);
+        entries.put(6, 60);
+        assert!(entries.contains(&0) && !entries.contains(&2), "2 was used least recently");
     }
 }

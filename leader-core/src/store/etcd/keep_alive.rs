@@ -3,14 +3,15 @@
 //! and sends each renewal on it, opening another (on the next member, after a failure) only
 //! when it broke.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
 use super::EtcdStore;
+use super::bounded::{Bounded, MOST};
 use super::leases::secs;
 use super::members::lease_not_found;
 use crate::error::Error;
@@ -38,57 +39,64 @@ struct Entry {
 /// expired or let go ([`forget`](Self::forget)), and otherwise when its lease has run out
 /// with no renewal since: a sweep in the background, while streams are open, closes those
 /// (a lease kept alive through a lock-delay after its session ended, say), so the streams
-/// kept are those of live leases, however many leases come and go.
+/// kept are those of live leases, however many leases come and go ([`MOST`] at most: past
+/// that the stream used least recently is closed, and opened again by its next renewal).
 #[derive(Default)]
 pub(crate) struct KeepAlives {
-    streams: Arc<Mutex<Streams>>,
+    streams: Arc<Streams>,
 }
 
-#[derive(Default)]
 struct Streams {
-    by_lease: HashMap<i64, Entry>,
-    sweeping: bool,
+    by_lease: Bounded<i64, Entry>,
+    /// Whether a sweep runs; changed only under `by_lease`'s lock, so a stream opened as a
+    /// sweep ends starts another.
+    sweeping: AtomicBool,
+}
+
+impl Default for Streams {
+    fn default() -> Self {
+        Streams { by_lease: Bounded::new(MOST), sweeping: AtomicBool::new(false) }
+    }
 }
 
 impl KeepAlives {
     /// `lease`'s stream, kept until `ttl` seconds (and the grace) after this use.
     fn stream_of(&self, lease: i64, ttl: i64) -> Arc<tokio::sync::Mutex<Option<Stream>>> {
         let idle_until = Instant::now() + secs(ttl) + GRACE;
-        let mut streams = self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entry = streams
-            .by_lease
-            .entry(lease)
-            .or_insert_with(|| Entry { stream: Arc::default(), idle_until });
+        let mut by_lease = self.streams.by_lease.lock();
+        let entry =
+            by_lease.get_or_insert_mut(lease, || Entry { stream: Arc::default(), idle_until });
         entry.idle_until = entry.idle_until.max(idle_until);
         let stream = entry.stream.clone();
-        if !std::mem::replace(&mut streams.sweeping, true) {
+        if !self.streams.sweeping.swap(true, Ordering::Relaxed) {
             tokio::spawn(sweep(Arc::downgrade(&self.streams)));
         }
+        drop(by_lease);
         stream
     }
 
     /// Closes `lease`'s stream, if one is open (the lease is revoked, expired or let go).
     pub(crate) fn forget(&self, lease: i64) {
-        let mut streams = self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        streams.by_lease.remove(&lease);
+        self.streams.by_lease.lock().pop(&lease);
     }
 
     /// How many streams are kept open (shown by the store's `Debug`).
     pub(crate) fn open(&self) -> usize {
-        self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).by_lease.len()
+        self.streams.by_lease.lock().len()
     }
 }
 
 /// Closes the streams of leases that ran out unrenewed, at each one's end, until none is
 /// left (the next stream opened starts another sweep) or the store is dropped. A sweep that
 /// ends otherwise (its runtime shut down) lets the next stream opened start another.
-async fn sweep(streams: Weak<Mutex<Streams>>) {
+async fn sweep(streams: Weak<Streams>) {
     /// Marks the sweep as ended if it is dropped before it ends by itself.
-    struct Ended(Option<Weak<Mutex<Streams>>>);
+    struct Ended(Option<Weak<Streams>>);
     impl Drop for Ended {
         fn drop(&mut self) {
             if let Some(streams) = self.0.take().and_then(|streams| streams.upgrade()) {
-                streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sweeping = false;
+                let _by_lease = streams.by_lease.lock();
+                streams.sweeping.store(false, Ordering::Relaxed);
             }
         }
     }
@@ -96,17 +104,17 @@ async fn sweep(streams: Weak<Mutex<Streams>>) {
     loop {
         let next = {
             let Some(streams) = streams.upgrade() else { return };
-            let mut streams = streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut by_lease = streams.by_lease.lock();
             let now = Instant::now();
             // A stream in use is a renewal in flight: it moves its entry's end on.
-            streams
-                .by_lease
-                .retain(|_, entry| entry.idle_until > now || entry.stream.try_lock().is_err());
-            match streams.by_lease.values().map(|entry| entry.idle_until).min() {
+            Bounded::retain(&mut by_lease, |_, entry| {
+                entry.idle_until > now || entry.stream.try_lock().is_err()
+            });
+            match by_lease.iter().map(|(_, entry)| entry.idle_until).min() {
                 Some(next) => next.max(now + GRACE),
                 None => {
                     // Under the lock: a stream opened from now on starts another sweep.
-                    streams.sweeping = false;
+                    streams.sweeping.store(false, Ordering::Relaxed);
                     ended.0 = None;
                     return;
                 }

@@ -32,7 +32,7 @@
 //!   the slot to a new lease in one transaction.
 //! - **Release** deletes the slot and its marker in one transaction (the hand-over happens
 //!   there): one round trip, and the lease is kept for the next grant. A release within
-//!   `min_lease_time` moves the slot to a lease that ends then (see `slots.rs`).
+//!   `min_lease_time` moves the slot to a lease that ends then (see `release.rs`).
 //! - **State** reads the group (one round trip) and each live lease's time to live (one
 //!   more, in parallel). A slot waiting out a lock-delay is reported as pending, never as a
 //!   leader. A full group's nearest expiry is the shortest TTL among its slots, an upper
@@ -66,6 +66,7 @@ mod acquire;
 mod bounded;
 mod builder;
 mod feed;
+mod grant_txn;
 mod group;
 mod hints;
 mod keep_alive;
@@ -73,6 +74,7 @@ mod layout;
 mod leases;
 mod members;
 mod ownership;
+mod release;
 mod sessions;
 mod slots;
 
