@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::EtcdStore;
 use super::bounded::{Bounded, MOST};
+use super::failures::lease_not_found;
 use super::leases::secs;
-use super::members::lease_not_found;
 use crate::error::Error;
 use crate::store::bound::Bound;
 

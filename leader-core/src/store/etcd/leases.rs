@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EtcdStore;
-use super::members::lease_not_found;
+use super::failures::lease_not_found;
 use super::ownership::{LeaseOwner, Revoking};
 use crate::error::Error;
 use crate::store::bound::Bound;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 use tokio::sync::OnceCell;
 
+use super::failures::{classify, never_taken, permanent};
 use crate::backoff::MEMBER_RETRY_PAUSE;
 use crate::error::Error;
 use crate::store::bound::{Bound, Failed, Then};
@@ -206,86 +207,5 @@ impl std::error::Error for Cause {
             etcd_client::Error::GRpcStatus(status) => std::error::Error::source(status),
             other => std::error::Error::source(other),
         }
-    }
-}
-
-fn permanent(operation: &'static str, error: &etcd_client::Error) -> Error {
-    let message = match error {
-        etcd_client::Error::GRpcStatus(status) => match status.code() {
-            _ if status.message().contains("authentication failed") => {
-                format!("authentication refused: {}", status.message())
-            }
-            tonic::Code::Unauthenticated => {
-                format!("authentication refused: {}", status.message())
-            }
-            tonic::Code::PermissionDenied => format!(
-                "permission denied: {} (the user's role needs read and write on the store's prefix)",
-                status.message()
-            ),
-            _ => status.message().to_owned(),
-        },
-        other => other.to_string(),
-    };
-    Error::Store { store: "etcd", endpoint: String::new(), operation, message }
-}
-
-/// What a failure of the client means, by its gRPC code and etcd's message: a member that
-/// could not answer (down, unreachable, no leader, overloaded) is [`Class::Unavailable`],
-/// and another member, or the same one later, may answer.
-pub(crate) fn classify(error: &etcd_client::Error) -> Class {
-    use etcd_client::Error as E;
-    match error {
-        E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::LeaseKeepAliveError(_) => {
-            Class::Unavailable
-        }
-        E::GRpcStatus(status) => match status.code() {
-            // "mvcc: database space exceeded": only an operator (compaction, defrag, a
-            // larger quota) helps.
-            _ if status.message().contains("space exceeded") => Class::Permanent,
-            // The auth store moved on under the client's token: the next call uses a new one.
-            _ if status.message().contains("auth store is old") => Class::Unavailable,
-            tonic::Code::Unavailable
-            | tonic::Code::DeadlineExceeded
-            | tonic::Code::Aborted
-            | tonic::Code::Cancelled
-            | tonic::Code::ResourceExhausted => Class::Unavailable,
-            // The client's own failures (a connection reset, an HTTP/2 error: "transport
-            // error"), and etcd's "request timed out", "leader changed", "no leader" from
-            // versions that send them without a code. etcd's refusals all have a code.
-            tonic::Code::Unknown | tonic::Code::Internal => Class::Unavailable,
-            tonic::Code::Unauthenticated if status.message().contains("invalid auth token") => {
-                // An expired token: the client authenticates again on the next call.
-                Class::Unavailable
-            }
-            _ => Class::Permanent,
-        },
-        _ => Class::Permanent,
-    }
-}
-
-/// Whether a failed call certainly did not reach the cluster's log: the member could not be
-/// reached, or refused it for want of a leader. (A timeout, a leader change or a connection
-/// lost mid-call may still commit.)
-fn never_taken(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::TransportError(_) => true,
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            ["tcp connect error", "error trying to connect", "no leader", "Connection refused"]
-                .iter()
-                .any(|refusal| message.contains(refusal))
-        }
-        _ => false,
-    }
-}
-
-/// Whether `error` says the lease is gone (expired or revoked).
-pub(crate) fn lease_not_found(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
-        etcd_client::Error::GRpcStatus(status) => {
-            status.code() == tonic::Code::NotFound || status.message().contains("lease not found")
-        }
-        _ => false,
     }
 }

@@ -65,6 +65,7 @@
 mod acquire;
 mod bounded;
 mod builder;
+mod failures;
 mod feed;
 mod grant_txn;
 mod group;
@@ -262,7 +263,7 @@ impl EtcdStore {
             async move {
                 match client.kv_client().txn(txn).await {
                     Ok(reply) => Ok(OnLease::Reply(reply)),
-                    Err(error) if members::lease_not_found(&error) => Ok(OnLease::LeaseGone),
+                    Err(error) if failures::lease_not_found(&error) => Ok(OnLease::LeaseGone),
                     Err(error) => Err(error),
                 }
             }
