@@ -440,3 +440,65 @@ async fn a_takeovers_lock_delay_is_no_change_to_observers_on_etcd() {
         [vec![("crashed".to_owned(), crashed)], vec![], vec![("successor".to_owned(), fence)]];
     assert_eq!(reported, expected, "each report a change of the holders");
 }
+
+/// A group of 3 slots on etcd through grants, a hand-over, a killed holder and its
+/// takeover (which waits out a lock-delay), watched by two observers in stores of their
+/// own: each report differs from the one before it (a renewal, a marker, a pending slot or
+/// a size written is no change), and both end on the same holders.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_of_three_slots_on_etcd_report_only_changes() {
+    let server = support::etcd::EtcdServer::start();
+    let url = server.url();
+    let keys = leader::KeyOptions::new().exact_key(KEY);
+    let [first_observing, second_observing, holding] = stores(&url).await;
+    // Each observer reports as the changes come, in a task of its own.
+    let mut watching = Vec::new();
+    for observing in [&first_observing, &second_observing] {
+        let mut observer = GroupObserver::start_with_keys(observing, "three", &keys).await.unwrap();
+        watching.push(tokio::spawn(async move {
+            let mut reports = vec![holders(&observer.current())];
+            let done = |names: &[(String, u64)]| {
+                let mut names: Vec<&str> =
+                    names.iter().map(|(holder, _)| holder.as_str()).collect();
+                names.sort();
+                names == ["handed", "stays", "taker"]
+            };
+            while !done(reports.last().unwrap()) {
+                reports.push(next(&mut observer).await);
+            }
+            reports
+        }));
+    }
+    let slot = |holder: &'static str, lease: Duration| {
+        let mut request = request_for(KEY, 3, token(), lease);
+        request.holder = holder;
+        request
+    };
+    let released = token();
+    let mut request = slot("released", 10 * SECOND);
+    request.token = released;
+    granted_fence(holding.acquire(request).await.unwrap());
+    granted_fence(holding.acquire(slot("stays", 10 * SECOND)).await.unwrap());
+    let killed = leader::store::connect(&url).await.unwrap();
+    granted_fence(killed.acquire(slot("killed", 2 * SECOND)).await.unwrap());
+    holding.release(KEY, released, Duration::ZERO).await.unwrap();
+    granted_fence(holding.acquire(slot("handed", 10 * SECOND)).await.unwrap());
+    drop(killed); // its slot runs out unrenewed, and a takeover waits the lock-delay
+    let taking = leader::store::connect(&url).await.unwrap();
+    loop {
+        match taking.acquire(slot("taker", 10 * SECOND)).await.unwrap() {
+            leader::store::AcquireOutcome::Granted(_) => break,
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    for watched in watching {
+        let reports = watched.await.unwrap();
+        for pair in reports.windows(2) {
+            assert_ne!(pair[0], pair[1], "a report without a change: {reports:?}");
+        }
+        // The first read, three grants, a release, a grant, an expiry, a takeover: changes
+        // that come close together may be read as one.
+        assert!(reports.len() >= 4, "{reports:?}");
+    }
+}
