@@ -10,6 +10,7 @@ pub use leader_testkit::{
 
 #[cfg(feature = "etcd")]
 pub mod etcd_store;
+pub mod observing;
 #[cfg(feature = "redis")]
 pub mod redis;
 
