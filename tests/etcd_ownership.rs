@@ -6,8 +6,8 @@
 //! - **a session's** (shared by a node's slots): one slot released, the others renew on it,
 //!   and it is never kept for another grant;
 //! - **adopted** (the slot's token asked again through another store, after a restart):
-//!   released as its holder's, and the lease, which carries the dead session's other slot,
-//!   neither revoked nor reused;
+//!   moved to a lease of its own, so the dead session's lease, which carries its other
+//!   slot, is neither revoked nor kept alive, and runs out; released as its holder's;
 //! - **found** (a release through a store that was never granted the slot): released as a
 //!   takeover (the next taker waits the lock-delay), and the holder's renewal refused.
 #![cfg(feature = "etcd")]
@@ -106,16 +106,42 @@ async fn an_adopted_lease_is_released_as_the_holders_and_neither_revoked_nor_reu
     // A slot of its own, held: the store has a marker lease, and nothing in its pool.
     acquire(&second, "adopted/held", token(), None).await;
     acquire(&second, "adopted/a", adopted, None).await;
+    // The dead session's other slot is still on its lease (not revoked by the adoption)...
+    assert_eq!(second.state("adopted/b").await.unwrap().leaders.len(), 1);
+    // ...and runs out by itself while the adopted slot is renewed (on a lease of its own).
+    let until = Instant::now() + LEASE + Duration::from_millis(1500);
+    while Instant::now() < until {
+        let answers = second.renew_many(&[HeldSlot::new("adopted/a", adopted)], LEASE).await;
+        assert!(matches!(answers.unwrap()[0], leader::store::RenewOutcome::Renewed { .. }));
+        tokio::time::sleep(LEASE / 4).await;
+    }
+    let left = second.state("adopted/b").await.unwrap();
+    assert!(left.leaders.is_empty(), "the dead session's lease was kept alive: {left:?}");
     released(&second, "adopted/a", adopted).await;
-    let grants = lease_grants(&cluster);
     let took = acquire(&second, "adopted/a", token(), None).await;
     assert!(took < LEASE / 3, "the next taker waited {took:?}: released as a takeover");
-    assert!(lease_grants(&cluster) - grants >= 1.0, "the adopted lease was pooled");
-    // The dead session's other slot is still on its lease (not revoked with the release)
-    // until that lease runs out by itself; and the lease went to no other grant.
-    assert_eq!(second.state("adopted/b").await.unwrap().leaders.len(), 1);
-    tokio::time::sleep(LEASE + Duration::from_millis(1500)).await;
-    let left = second.state("adopted/b").await.unwrap();
+}
+
+/// The same token asked again in a new session after a restart: the adopted slot leaves
+/// the dead session's lease, whose other slot runs out while the new session renews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_adopted_into_a_new_session_lets_the_dead_sessions_slots_run_out() {
+    let cluster = EtcdCluster::start(3).await;
+    let first = EtcdStore::connect(&cluster.url()).await.unwrap();
+    let session = token();
+    let (adopted, orphan) = (token(), token());
+    acquire(&first, "session-adopted/a", adopted, Some(session)).await;
+    acquire(&first, "session-adopted/b", orphan, Some(session)).await;
+    drop(first);
+    let second = EtcdStore::connect(&cluster.url()).await.unwrap();
+    acquire(&second, "session-adopted/a", adopted, Some(token())).await;
+    let until = Instant::now() + LEASE + Duration::from_millis(1500);
+    while Instant::now() < until {
+        let renewal = second.renew("session-adopted/a", adopted, LEASE).await.unwrap();
+        assert!(matches!(renewal, leader::store::RenewOutcome::Renewed { .. }), "{renewal:?}");
+        tokio::time::sleep(LEASE / 4).await;
+    }
+    let left = second.state("session-adopted/b").await.unwrap();
     assert!(left.leaders.is_empty(), "the dead session's lease was kept alive: {left:?}");
 }
 

@@ -37,6 +37,7 @@ use super::hints::FirstStep;
 use super::layout::{self, GroupKeys, Slot};
 use super::leases::{EtcdLease, secs, wall_clock_of};
 use super::ownership::LeaseOwner;
+use super::release::Relet;
 use super::slots::KnownSlot;
 use super::{EtcdStore, OnLease};
 use crate::error::Error;
@@ -172,8 +173,13 @@ impl EtcdStore {
                 let marker = group.markers.get(&slot.index).map(|marker| marker.lease);
                 // An acquire through this store: the candidate's own from here on.
                 let known = self.known_slot(keys, slot, marker);
-                let held = KnownSlot { owner: known.owner.granted_again(), ..known };
-                return self.grant_again(&bound, request, keys, held, started).await;
+                let owner = match lease {
+                    // On the lease this acquire took: this store's, as the acquire's.
+                    Some(lease) if lease.id == slot.lease => owner,
+                    _ => known.owner.granted_again(),
+                };
+                let held = KnownSlot { owner, ..known };
+                return self.grant_again(&bound, request, keys, ttl, held, started).await;
             }
             if let Some(existing) = group.size()
                 && existing != max
@@ -300,15 +306,25 @@ impl EtcdStore {
     }
 
     /// The grant of a slot the token holds already, kept alive first (its time to live
-    /// counts from now).
+    /// counts from now); an adopted one moved to a lease of `ttl` seconds of its own
+    /// instead ([`LeaseOwner::moved_when_granted_again`]).
     async fn grant_again(
         &self,
         bound: &Bound,
         request: &AcquireRequest<'_>,
         keys: &GroupKeys,
+        ttl: i64,
         mut held: KnownSlot,
         started: Instant,
     ) -> Result<AcquireOutcome, Error> {
+        if held.owner.moved_when_granted_again() {
+            let relet = Relet { ttl, released: false, lease_time: Some(request.lease_time) };
+            return match self.relet(bound, keys, &held, relet).await? {
+                Some(moved) => self.grant_of(request, keys, moved, &[], started).await,
+                // Gone meanwhile (its lease ran out): the next attempt reads again.
+                None => Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) }),
+            };
+        }
         let Some(lease) = self.renew_kept(bound, held.lease).await? else {
             self.forget(request.token);
             return Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) });

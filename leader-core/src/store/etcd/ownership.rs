@@ -111,6 +111,16 @@ impl LeaseOwner {
         }
     }
 
+    /// Whether a slot granted again through this store moves to a lease of its own first:
+    /// an adopted lease may carry a dead process's other slots (its session's), which
+    /// keeping it alive would keep held; moved, they run out by themselves.
+    pub(crate) fn moved_when_granted_again(self) -> bool {
+        match self {
+            LeaseOwner::Adopted => true,
+            LeaseOwner::Slot | LeaseOwner::Session | LeaseOwner::Found => false,
+        }
+    }
+
     /// Whether the slot renews in its session's batch: one keep-alive for the session.
     pub(crate) fn renews_with_session(self) -> bool {
         match self {
@@ -142,16 +152,17 @@ mod tests {
                     owner.revoking(),
                     owner.abandoned_by_revoking(),
                     owner.renews_with_session(),
+                    owner.moved_when_granted_again(),
                 )
             })
             .collect();
         assert_eq!(
             table,
             [
-                (true, true, true, Revoking::Always, true, false),
-                (true, false, false, Revoking::Never, false, true),
-                (true, false, false, Revoking::IfUnshared, false, false),
-                (false, false, false, Revoking::IfUnshared, false, false),
+                (true, true, true, Revoking::Always, true, false, false),
+                (true, false, false, Revoking::Never, false, true, false),
+                (true, false, false, Revoking::IfUnshared, false, false, true),
+                (false, false, false, Revoking::IfUnshared, false, false, false),
             ]
         );
         assert_eq!(
