@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leader::{
     FullMode, KeyOptions, LeaderChannelOptions, LeaderElectionOptions, LeaderGroupElectionOptions,
-    LeadershipOptions, PartitionOptions, WhenUncoordinated,
+    LeadershipOptions, LeaseTiming, PartitionOptions, WhenUncoordinated,
 };
 use serde::de::DeserializeOwned;
 
@@ -23,6 +23,14 @@ fn every_options_type_round_trips() {
     let keys = KeyOptions::new().namespace("billing:").format("locks:{role}").max_len(128);
     round_trip(&keys);
     round_trip(&KeyOptions::new().exact_key("the-lock"));
+    let timing = LeaseTiming::new()
+        .lease_time(Duration::from_secs(9))
+        .renew_interval(Duration::from_secs(2))
+        .retry_interval(Duration::from_millis(300));
+    round_trip(&timing);
+    round_trip(&LeadershipOptions::new().timing(timing.clone()));
+    round_trip(&PartitionOptions::new().timing(timing.clone()));
+    round_trip(&LeaderElectionOptions::new().auto_extend(true).timing(timing));
     let election = LeaderElectionOptions::new()
         .wait_time(Duration::from_millis(500))
         .lease_time(Duration::from_secs(90))
@@ -141,17 +149,34 @@ lease = "10s""#,
             load_error::<LeadershipOptions>(r#"when_uncoordinated = "panic""#),
             "unknown variant `panic`",
         ),
+        // One check per shared time, whichever type embeds it.
         (
             load_error::<PartitionOptions>(r#"retry_interval = "0s""#),
-            "invalid `retry_interval` 0ns: must be at least 1ms",
+            "invalid `retry_interval` 0ns: must be between 1ms and lease_time (30s)",
         ),
         (
-            load_error::<PartitionOptions>(
+            load_error::<LeadershipOptions>(
                 r#"lease_time = "3s"
-retry_interval = "2s""#,
+retry_interval = "4s""#,
             ),
-            "invalid `retry_interval` 2s: must be between 1ms and renew_interval (1s)",
+            "invalid `retry_interval` 4s: must be between 1ms and lease_time (3s)",
         ),
+        (
+            load_error::<LeaderElectionOptions>(r#"retry_interval = "1m""#),
+            "invalid `retry_interval` 60s: must be between 1ms and lease_time (30s)",
+        ),
+        (
+            load_error::<PartitionOptions>(r#"renew_interval = "0s""#),
+            "invalid `renew_interval` 0ns: must be between 1ms and lease_time / 2 (15s)",
+        ),
+        (
+            load_error::<LeaseTiming>(
+                r#"lease_time = "4s"
+renew_interval = "3s""#,
+            ),
+            "invalid `renew_interval` 3s: must be between 1ms and lease_time / 2 (2s)",
+        ),
+        (load_error::<LeaseTiming>(r#"holder_id = "a""#), "unknown field `holder_id`"),
         (
             load_error::<PartitionOptions>(
                 r#"lease_time = "10s"
@@ -162,6 +187,9 @@ handover_grace = "20s""#,
         (load_error::<PartitionOptions>(r#"holder_id = """#), "invalid `holder_id`"),
         (load_error::<PartitionOptions>(r#"count = 8"#), "unknown field `count`"),
     ];
+    let twice =
+        serde_json::from_str::<PartitionOptions>(r#"{"lease_time": "9s", "lease_time": "3s"}"#);
+    assert!(twice.unwrap_err().to_string().contains("duplicate field `lease_time`"));
     let twice = serde_json::from_str::<LeaderGroupElectionOptions>(
         r#"{"max_leaders": 2, "wait_time": "1s", "max_leaders": 3}"#,
     );

@@ -8,9 +8,6 @@ use std::time::Duration;
 /// The first pause after a failure, unless a caller says otherwise.
 pub(crate) const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
-/// The longest pause between a per-call candidate's attempts after store errors.
-pub(crate) const CANDIDATE_CEILING: Duration = Duration::from_secs(1);
-
 /// The longest pause between attempts to give a slot back while the store fails: short,
 /// since a paused store may wake any moment holding a slot nobody holds.
 pub(crate) const RELEASE_RETRY_CEILING: Duration = Duration::from_millis(250);

@@ -39,6 +39,7 @@ mod serde_support;
 mod share;
 pub mod store;
 mod telemetry;
+mod timing;
 mod token;
 
 pub use channel::{
@@ -48,9 +49,8 @@ pub use channel::{
 pub use default_store::{default_store, install_default_store};
 pub use duration::MAX_DURATION;
 pub use election::{
-    DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions,
-    LeaderGroupElector, LeaderGroupState, LeaderRunResult, Lease, LeaseGuard, LossReason,
-    wait_for_releases,
+    LeaderElectionOptions, LeaderElector, LeaderGroupElectionOptions, LeaderGroupElector,
+    LeaderGroupState, LeaderRunResult, Lease, LeaseGuard, LossReason, wait_for_releases,
 };
 pub use error::{BoxError, Error, error_chain};
 pub use holder::{MAX_HOLDER_LEN, default_holder_id};
@@ -71,4 +71,5 @@ pub use store::{EtcdStore, EtcdStoreBuilder};
 pub use store::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "redis")]
 pub use store::{RedisStore, RedisStoreBuilder};
+pub use timing::{DEFAULT_LEASE_TIME, DEFAULT_RETRY_CEILING, LeaseTiming};
 pub use token::LeaseToken;

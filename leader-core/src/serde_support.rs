@@ -3,13 +3,34 @@
 //! so a bad value fails at load time with the same message.
 
 /// Implements `Deserialize` (derived, then checked with `$check`) and `Serialize` (derived)
-/// for an options type whose derive used `#[serde(remote = "Self")]`.
+/// for an options type whose derive used `#[serde(remote = "Self")]`. With `embeds timing`,
+/// the type's `timing` field (a [`LeaseTiming`](crate::LeaseTiming), `#[serde(flatten,
+/// skip_deserializing)]`) is read from the same table by [`crate::timing::config`], each of
+/// its keys where it stands, and the rest by the derive.
 macro_rules! validated_serde {
+    ($type:ty, $check:expr, embeds timing) => {
+        #[cfg(feature = "serde")]
+        impl $crate::timing::config::EmbedsTiming for $type {
+            fn derived<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                <$type>::deserialize(d)
+            }
+
+            fn set_timing(&mut self, timing: $crate::LeaseTiming) {
+                self.timing = timing;
+            }
+        }
+
+        $crate::serde_support::validated_serde!(@impl $type, $check,
+            $crate::timing::config::deserialize::<$type, D>);
+    };
     ($type:ty, $check:expr) => {
+        $crate::serde_support::validated_serde!(@impl $type, $check, <$type>::deserialize);
+    };
+    (@impl $type:ty, $check:expr, $derived:expr) => {
         #[cfg(feature = "serde")]
         impl<'de> serde::Deserialize<'de> for $type {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let options = <$type>::deserialize(deserializer)?;
+                let options = $derived(deserializer)?;
                 let check: fn(&$type) -> Result<(), $crate::Error> = $check;
                 check(&options).map_err(serde::de::Error::custom)?;
                 Ok(options)
@@ -87,39 +108,36 @@ pub(crate) mod field {
         };
     }
 
-    /// The same for options that may be left out (`None`); `as "name"` names the option
-    /// where the function's name cannot (an option required in one type, optional in another).
+    /// The same for options that may be left out (`None`).
     macro_rules! optional_fields {
-        ($($name:ident $(as $option:literal)?: $check:path;)*) => {
+        ($($name:ident: $check:path;)*) => {
             $(
                 pub(crate) fn $name<'de, D: Deserializer<'de>>(
                     d: D,
                 ) -> Result<Option<Duration>, D::Error> {
-                    let option = optional_fields!(@option $name $($option)?);
                     match d.deserialize_option(Optional)? {
-                        Some(value) => $check(option, value).map(Some).map_err(D::Error::custom),
+                        Some(value) => {
+                            $check(stringify!($name), value).map(Some).map_err(D::Error::custom)
+                        }
                         None => Ok(None),
                     }
                 }
             )*
         };
-        (@option $name:ident $option:literal) => { $option };
-        (@option $name:ident) => { stringify!($name) };
     }
 
     fields! {
         wait_time: crate::duration::within_limit;
         lease_time: crate::duration::positive;
         min_lease_time: crate::duration::within_limit;
-        retry_interval: crate::duration::positive;
         drop_report_interval: crate::duration::positive;
     }
 
     optional_fields! {
-        renew_interval: crate::duration::positive;
+        renew_interval: crate::duration::within_limit;
+        retry_interval: crate::duration::within_limit;
         retry_jitter: crate::duration::within_limit;
         handover_grace: crate::duration::within_limit;
-        optional_retry_interval as "retry_interval": crate::duration::positive;
     }
 
     /// `max_leaders`, checked to be at least 1 where it is read, so an error points at the

@@ -9,7 +9,8 @@ use tokio::time::{Instant, sleep_until};
 
 use super::guard::SlotGuard;
 use super::lease::local_deadline;
-use crate::backoff::{Backoff, CANDIDATE_CEILING, FIRST_PAUSE};
+use super::options::Settings;
+use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::error::Error;
 use crate::store::{AcquireOutcome, AcquireRequest, Grant, GroupWatch, LeaseStore};
 use crate::telemetry;
@@ -175,13 +176,17 @@ pub(crate) enum PerCallStop {
 }
 
 impl<'a> PerCall<'a> {
-    /// Waits `wait_time` from now for a slot of `group`.
-    pub(crate) fn new(group: &'a str, wait_time: Duration, skip_on_store_error: bool) -> Self {
+    /// Waits `wait_time` from now for a slot of `group`, pausing up to `retry_interval`
+    /// after a failure.
+    pub(crate) fn new(group: &'a str, settings: &Settings) -> Self {
         PerCall {
-            deadline: Instant::now() + wait_time,
+            deadline: Instant::now() + settings.wait_time,
             group,
-            skip_on_store_error,
-            backoff: Backoff::new(FIRST_PAUSE, CANDIDATE_CEILING),
+            skip_on_store_error: settings.skip_on_store_error,
+            backoff: Backoff::new(
+                FIRST_PAUSE.min(settings.retry_interval),
+                settings.retry_interval,
+            ),
         }
     }
 }

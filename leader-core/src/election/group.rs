@@ -247,7 +247,7 @@ impl LeaderGroupElector {
             lease_time: settings.lease_time,
             session: None,
         };
-        let mut policy = PerCall::new(name, settings.wait_time, settings.skip_on_store_error);
+        let mut policy = PerCall::new(name, settings);
         let Won { grant, sent_at, token } = match candidate::stand(
             &*self.store,
             request,

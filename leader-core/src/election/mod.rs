@@ -24,6 +24,6 @@ pub use elector::LeaderElector;
 pub use group::LeaderGroupElector;
 pub use lease::{Lease, LossReason};
 pub use lease_guard::LeaseGuard;
-pub use options::{DEFAULT_LEASE_TIME, LeaderElectionOptions, LeaderGroupElectionOptions};
+pub use options::{LeaderElectionOptions, LeaderGroupElectionOptions};
 pub use run_result::LeaderRunResult;
 pub use state::LeaderGroupState;

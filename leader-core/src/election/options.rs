@@ -3,13 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::{positive, renew_interval, within_limit};
+use crate::duration::within_limit;
 use crate::error::Error;
 use crate::holder;
 use crate::key::KeyOptions;
-
-/// Default [`LeaderElectionOptions::lease_time`]: 30 seconds.
-pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(30);
+use crate::timing::LeaseTiming;
 
 /// Options of a [`LeaderElector`](crate::LeaderElector): one leader per name.
 ///
@@ -45,14 +43,8 @@ pub struct LeaderElectionOptions {
         )
     )]
     wait_time: Duration,
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::lease_time"
-        )
-    )]
-    lease_time: Duration,
+    #[cfg_attr(feature = "serde", serde(flatten, skip_deserializing))]
+    timing: LeaseTiming,
     #[cfg_attr(
         feature = "serde",
         serde(
@@ -64,32 +56,25 @@ pub struct LeaderElectionOptions {
     auto_extend: bool,
     #[cfg_attr(
         feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::renew_interval"
-        )
-    )]
-    renew_interval: Option<Duration>,
-    #[cfg_attr(
-        feature = "serde",
         serde(deserialize_with = "crate::serde_support::field::holder_id")
     )]
     holder_id: Option<String>,
     keys: KeyOptions,
 }
 
-crate::serde_support::validated_serde!(LeaderElectionOptions, |options: &LeaderElectionOptions| {
-    options.validate()
-});
+crate::serde_support::validated_serde!(
+    LeaderElectionOptions,
+    LeaderElectionOptions::validate,
+    embeds timing
+);
 
 impl Default for LeaderElectionOptions {
     fn default() -> Self {
         LeaderElectionOptions {
             wait_time: Duration::ZERO,
-            lease_time: DEFAULT_LEASE_TIME,
+            timing: LeaseTiming::default(),
             min_lease_time: Duration::ZERO,
             auto_extend: false,
-            renew_interval: None,
             holder_id: None,
             keys: KeyOptions::default(),
         }
@@ -123,7 +108,8 @@ impl LeaderElectionOptions {
     pub(crate) fn settings(&self, max_leaders: u32) -> Result<Settings, Error> {
         let max_leaders = checked_max_leaders(max_leaders)?;
         let wait_time = within_limit("wait_time", self.wait_time)?;
-        let lease_time = positive("lease_time", self.lease_time)?;
+        let times = self.timing.resolve(self.auto_extend)?;
+        let lease_time = times.lease_time;
         let min_lease_time = within_limit("min_lease_time", self.min_lease_time)?;
         if min_lease_time > lease_time {
             return Err(Error::invalid_option(
@@ -132,13 +118,13 @@ impl LeaderElectionOptions {
                 format!("must be at most lease_time ({lease_time:?})"),
             ));
         }
-        let renew_interval = match (self.auto_extend, self.renew_interval) {
-            (true, chosen) => Some(renew_interval(lease_time, chosen)?),
-            (false, None) => None,
-            (false, Some(every)) => {
+        let renew_interval = match (self.auto_extend, times.renew_chosen) {
+            (true, _) => Some(times.renew_interval),
+            (false, false) => None,
+            (false, true) => {
                 return Err(Error::invalid_option(
                     "renew_interval",
-                    every,
+                    times.renew_interval,
                     "only used with auto_extend, which is off",
                 ));
             }
@@ -151,6 +137,7 @@ impl LeaderElectionOptions {
             lease_time,
             min_lease_time,
             renew_interval,
+            retry_interval: times.retry_interval,
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
             skip_on_store_error: false,
@@ -212,7 +199,9 @@ mod group_config {
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
             let mut max_leaders = None;
             let rest = WithoutMaxLeaders { map, max_leaders: &mut max_leaders };
-            let election = LeaderElectionOptions::deserialize(MapAccessDeserializer::new(rest))?;
+            let election = crate::timing::config::deserialize::<LeaderElectionOptions, _>(
+                MapAccessDeserializer::new(rest),
+            )?;
             let max_leaders = max_leaders.ok_or_else(|| de::Error::missing_field(MAX_LEADERS))?;
             let options = LeaderGroupElectionOptions { max_leaders, election };
             options.validate().map_err(de::Error::custom)?;
@@ -343,9 +332,6 @@ election_setters! {
     /// nearest expiry sets its timer. There is no polling interval.
     fn wait_time(wait_time: Duration) => wait_time;
 
-    /// The slot's time to live on the store's clock. Default: 30 s. At least 1 ms.
-    fn lease_time(lease_time: Duration) => lease_time;
-
     /// Keep the slot at least this long after it was granted, even if the body finishes
     /// sooner (ShedLock's lock-at-least-for). The caller returns at once; the store keeps the
     /// slot. Default: zero. At most `lease_time`.
@@ -356,11 +342,6 @@ election_setters! {
     /// `run_if_leader` body still running then is logged as a warning, once per group).
     fn auto_extend(auto_extend: bool) => auto_extend;
 
-    /// How often `auto_extend` renews. Default: `lease_time / 3`. Between 1 ms and
-    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends. Setting it
-    /// without `auto_extend` is refused: nothing would renew.
-    fn renew_interval(renew_interval: Duration) => Some(renew_interval);
-
     /// This candidate's id in state and logs. Default: `hostname:pid:random`.
     /// 1 to 256 bytes, no control characters.
     fn holder_id(holder_id: impl Into<String>) => Some(holder_id.into());
@@ -368,6 +349,11 @@ election_setters! {
     /// How names become store keys. Default: `leader:{role}`, no namespace.
     fn keys(keys: KeyOptions) => keys;
 }
+
+crate::timing::timing_setters!(LeaderElectionOptions);
+crate::timing::timing_setters!(LeaderGroupElectionOptions, |options, set| {
+    options.map(|election| election.with_timing(set))
+});
 
 /// Options after validation, as the electors use them.
 #[derive(Debug, Clone)]
@@ -378,6 +364,8 @@ pub(crate) struct Settings {
     pub min_lease_time: Duration,
     /// The renewal cadence, when `auto_extend` is on.
     pub renew_interval: Option<Duration>,
+    /// The longest pause between attempts while the store fails (`on_store_error = "skip"`).
+    pub retry_interval: Duration,
     pub holder_id: Arc<str>,
     pub keys: KeyOptions,
     /// The macros' `on_store_error = "skip"`: store failures are tried again until
@@ -407,7 +395,7 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let settings = LeaderGroupElectionOptions::new(1).settings().unwrap();
-        assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
+        assert_eq!(settings.lease_time, crate::DEFAULT_LEASE_TIME);
         assert_eq!(settings.wait_time, Duration::ZERO);
         assert_eq!(settings.renew_interval, None);
     }

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::{positive, renew_interval, within_limit};
-use crate::election::DEFAULT_LEASE_TIME;
+use crate::duration::within_limit;
 use crate::election::options::checked_max_leaders;
 use crate::error::Error;
 use crate::holder;
 use crate::key::KeyOptions;
+use crate::timing::LeaseTiming;
 
 /// What a leadership does over a store that does not coordinate (a
 /// [`DisabledStore`](crate::DisabledStore)).
@@ -29,6 +29,11 @@ pub enum WhenUncoordinated {
 /// Options of a [`Leadership`](crate::Leadership), checked by `Leadership::start` (and by a
 /// registry before it starts any role). Setters never fail; [`validate`](Self::validate)
 /// and the constructors name the first value that is out of range.
+///
+/// The times are a [`LeaseTiming`](crate::LeaseTiming), as in every options type: the
+/// lease of a term, its renewal, and `retry_interval`, the longest pause of a candidate's
+/// backoff after a store failure, which is also the most a resigned leader waits before
+/// standing again (100 ms unless this is shorter).
 ///
 /// ```
 /// use std::time::Duration;
@@ -51,30 +56,8 @@ pub enum WhenUncoordinated {
     serde(remote = "Self", default, deny_unknown_fields)
 )]
 pub struct LeadershipOptions {
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::lease_time"
-        )
-    )]
-    lease_time: Duration,
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::renew_interval"
-        )
-    )]
-    renew_interval: Option<Duration>,
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::retry_interval"
-        )
-    )]
-    retry_interval: Duration,
+    #[cfg_attr(feature = "serde", serde(flatten, skip_deserializing))]
+    timing: LeaseTiming,
     #[cfg_attr(
         feature = "serde",
         serde(
@@ -97,14 +80,12 @@ pub struct LeadershipOptions {
     when_uncoordinated: WhenUncoordinated,
 }
 
-crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::validate);
+crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::validate, embeds timing);
 
 impl Default for LeadershipOptions {
     fn default() -> Self {
         LeadershipOptions {
-            lease_time: DEFAULT_LEASE_TIME,
-            renew_interval: None,
-            retry_interval: Duration::from_secs(1),
+            timing: LeaseTiming::default(),
             retry_jitter: None,
             max_leaders: 1,
             holder_id: None,
@@ -115,34 +96,10 @@ impl Default for LeadershipOptions {
 }
 
 impl LeadershipOptions {
-    /// The defaults: a 30 s lease renewed every 10 s, candidates retrying every 1 s (plus up to
-    /// 250 ms of jitter), one leader, key `leader:{role}`.
+    /// The defaults: a 30 s lease renewed every 10 s, failures retried after at most 1 s
+    /// (plus up to 250 ms of jitter), one leader, key `leader:{role}`.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// How long a term lasts without renewal, on the store's clock: a crashed leader's slot
-    /// is free again after at most this long. Default: 30 s. At least 1 ms, and 3 ms unless
-    /// `renew_interval` is set (the default cadence, `lease_time / 3`, is at least 1 ms).
-    pub fn lease_time(mut self, lease_time: Duration) -> Self {
-        self.lease_time = lease_time;
-        self
-    }
-
-    /// How often the leader renews. Default: `lease_time / 3`. Between 1 ms and
-    /// `lease_time / 2`, so a failed renewal can be retried before the lease ends.
-    pub fn renew_interval(mut self, renew_interval: Duration) -> Self {
-        self.renew_interval = Some(renew_interval);
-        self
-    }
-
-    /// How long a candidate waits at most before trying again after a failure (from 50 ms,
-    /// doubling). A resigned leader stands again after the smaller of this and 100 ms.
-    /// Candidates facing a full group do not poll: they wake on a release and at the
-    /// earliest expiry. Default: 1 s. At least 1 ms.
-    pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
-        self.retry_interval = retry_interval;
-        self
     }
 
     /// The most random delay added to each retry, so candidates do not retry in step.
@@ -195,9 +152,8 @@ impl LeadershipOptions {
     }
 
     fn checked_with_key(&self, key: String) -> Result<LeadershipSettings, Error> {
-        let lease_time = positive("lease_time", self.lease_time)?;
-        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
-        let retry_interval = positive("retry_interval", self.retry_interval)?;
+        let times = self.timing.resolve(true)?;
+        let retry_interval = times.retry_interval;
         let retry_jitter =
             within_limit("retry_jitter", self.retry_jitter.unwrap_or(retry_interval / 4))?;
         if retry_jitter > retry_interval {
@@ -212,8 +168,8 @@ impl LeadershipOptions {
         Ok(LeadershipSettings {
             role: String::new(),
             key,
-            lease_time,
-            renew_interval,
+            lease_time: times.lease_time,
+            renew_interval: times.renew_interval,
             retry_interval,
             retry_jitter,
             max_leaders,
@@ -222,6 +178,8 @@ impl LeadershipOptions {
         })
     }
 }
+
+crate::timing::timing_setters!(LeadershipOptions);
 
 /// Options after validation, with the role's resolved key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +232,7 @@ mod tests {
     fn defaults_are_valid() {
         let settings = LeadershipOptions::new().settings("scheduler").unwrap();
         assert_eq!(settings.key, "leader:scheduler");
-        assert_eq!(settings.lease_time, DEFAULT_LEASE_TIME);
+        assert_eq!(settings.lease_time, crate::DEFAULT_LEASE_TIME);
         assert_eq!(settings.renew_interval, Duration::from_secs(10));
         assert_eq!(settings.retry_jitter, Duration::from_millis(250));
         let delay = settings.retry_delay();
@@ -294,7 +252,7 @@ mod tests {
             ),
             (
                 LeadershipOptions::new().retry_interval(Duration::ZERO),
-                "invalid `retry_interval` 0ns",
+                "invalid `retry_interval` 0ns: must be between 1ms and lease_time (30s)",
             ),
             (
                 LeadershipOptions::new().retry_jitter(Duration::from_secs(2)),

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::{positive, renew_interval, within_limit};
-use crate::election::DEFAULT_LEASE_TIME;
+use crate::duration::within_limit;
 use crate::error::Error;
 use crate::holder;
 use crate::key::KeyOptions;
 use crate::leadership::WhenUncoordinated;
+use crate::timing::LeaseTiming;
 
 /// The most partitions a set may have.
 pub const MAX_PARTITIONS: u32 = 1_000_000;
@@ -21,6 +21,14 @@ pub const MAX_WEIGHT: u32 = 1_000;
 /// never fail; [`validate`](Self::validate) and `Partitions::start` name the first value out
 /// of range. With feature `serde` it loads from configuration (durations as `"10s"`), checked
 /// as it loads.
+///
+/// The times are a [`LeaseTiming`](crate::LeaseTiming), as in every options type: each
+/// partition's lease and the node's announcement live `lease_time` without renewal (a dead
+/// node's partitions move after at most this plus a renewal interval of the others); every
+/// `renew_interval` the node renews its announcement and every partition it owns, in
+/// batches, and reads who the members are; a failed renewal or read is retried after
+/// `retry_interval`, and a claim's attempts back off up to it while the store fails (a claim
+/// of a partition another node still holds waits for its release or expiry instead).
 ///
 /// ```
 /// use std::time::Duration;
@@ -39,30 +47,8 @@ pub const MAX_WEIGHT: u32 = 1_000;
     serde(remote = "Self", default, deny_unknown_fields)
 )]
 pub struct PartitionOptions {
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::lease_time"
-        )
-    )]
-    lease_time: Duration,
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::renew_interval"
-        )
-    )]
-    renew_interval: Option<Duration>,
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            serialize_with = "humantime_serde::serialize",
-            deserialize_with = "crate::serde_support::field::optional_retry_interval"
-        )
-    )]
-    retry_interval: Option<Duration>,
+    #[cfg_attr(feature = "serde", serde(flatten, skip_deserializing))]
+    timing: LeaseTiming,
     #[cfg_attr(
         feature = "serde",
         serde(
@@ -81,14 +67,12 @@ pub struct PartitionOptions {
     when_uncoordinated: WhenUncoordinated,
 }
 
-crate::serde_support::validated_serde!(PartitionOptions, PartitionOptions::validate);
+crate::serde_support::validated_serde!(PartitionOptions, PartitionOptions::validate, embeds timing);
 
 impl Default for PartitionOptions {
     fn default() -> Self {
         PartitionOptions {
-            lease_time: DEFAULT_LEASE_TIME,
-            renew_interval: None,
-            retry_interval: None,
+            timing: LeaseTiming::default(),
             handover_grace: None,
             holder_id: None,
             keys: KeyOptions::default(),
@@ -103,33 +87,6 @@ impl PartitionOptions {
     /// `leader:{name}/{partition}`.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// How long each partition's lease and the node's announcement live without renewal: a
-    /// node that dies leaves its partitions to the others after at most this long (plus one
-    /// renewal interval of theirs). Default: 30 s. At least 1 ms, and 3 ms unless
-    /// `renew_interval` is set (the default cadence, `lease_time / 3`, is at least 1 ms).
-    pub fn lease_time(mut self, lease_time: Duration) -> Self {
-        self.lease_time = lease_time;
-        self
-    }
-
-    /// How often the node renews its announcement and every partition it owns (in batches),
-    /// and reads who the members are. Default: `lease_time / 3`. Between 1 ms and
-    /// `lease_time / 2`.
-    pub fn renew_interval(mut self, renew_interval: Duration) -> Self {
-        self.renew_interval = Some(renew_interval);
-        self
-    }
-
-    /// How soon the node retries a failed renewal or read of the members, and the longest
-    /// pause between a claim's attempts while the store fails (they back off from 50 ms up
-    /// to this). A claim of a partition another node still holds waits for its release or
-    /// expiry, not for this. Default: the smaller of `renew_interval / 4` and 1 s. At least
-    /// 1 ms, at most `renew_interval`.
-    pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
-        self.retry_interval = Some(retry_interval);
-        self
     }
 
     /// How long a partition the node hands over (to a node that joined, or at
@@ -196,7 +153,7 @@ impl PartitionOptions {
     pub fn validate(&self) -> Result<(), Error> {
         self.keys.validate()?;
         self.checked_weight()?;
-        self.timing().map(drop)?;
+        self.checked_times().map(drop)?;
         holder::chosen_or_default(self.holder_id.as_ref()).map(drop)
     }
 
@@ -213,20 +170,10 @@ impl PartitionOptions {
     }
 
     /// The lease, renewal, retry and hand-over times, checked.
-    fn timing(&self) -> Result<Timing, Error> {
-        let lease_time = positive("lease_time", self.lease_time)?;
-        let renew_interval = renew_interval(lease_time, self.renew_interval)?;
-        let retry_interval = match self.retry_interval {
-            None => (renew_interval / 4).clamp(Duration::from_millis(1), Duration::from_secs(1)),
-            Some(every) if every < Duration::from_millis(1) || every > renew_interval => {
-                return Err(Error::invalid_option(
-                    "retry_interval",
-                    every,
-                    format!("must be between 1ms and renew_interval ({renew_interval:?})"),
-                ));
-            }
-            Some(every) => every,
-        };
+    fn checked_times(&self) -> Result<Timing, Error> {
+        let times = self.timing.resolve(true)?;
+        let (lease_time, renew_interval, retry_interval) =
+            (times.lease_time, times.renew_interval, times.retry_interval);
         let handover_grace =
             within_limit("handover_grace", self.handover_grace.unwrap_or(renew_interval))?;
         if handover_grace > lease_time {
@@ -265,7 +212,7 @@ impl PartitionOptions {
             .map(|partition| self.keys.resolve(&format!("{name}/{partition}")))
             .collect::<Result<Vec<_>, _>>()?;
         let Timing { lease_time, renew_interval, retry_interval, handover_grace } =
-            self.timing()?;
+            self.checked_times()?;
         let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
         let member_holder = member_holder(&holder_id, count, self.checked_weight()?);
         if member_holder.len() > holder::MAX_HOLDER_LEN {
@@ -295,6 +242,8 @@ impl PartitionOptions {
         })
     }
 }
+
+crate::timing::timing_setters!(PartitionOptions);
 
 /// The checked times of [`PartitionOptions`].
 struct Timing {
