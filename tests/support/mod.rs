@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leader::store::author::{GroupWatch, Layered, StoreLayer};
+use leader::store::author::{GroupWatch, HeldSlot, Layered, StoreLayer};
 use leader::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome, Revocation,
     SlotRef,
@@ -271,6 +271,17 @@ impl StoreLayer for Faults {
         self.injected.renewal_started.notify_one();
         reply_late(&self.injected.late_renewal_replies).await;
         outcome
+    }
+
+    /// A batch is cut off like the rest; the single renewals' faults are theirs alone.
+    async fn renew_many(
+        &self,
+        inner: &dyn LeaseStore,
+        slots: &[HeldSlot<'_>],
+        lease_time: Duration,
+    ) -> Result<Vec<RenewOutcome>, Error> {
+        self.reachable("renew")?;
+        inner.renew_many(slots, lease_time).await
     }
 
     async fn release(

@@ -14,6 +14,7 @@ use super::node::Node;
 use super::options::{Settings, announced};
 use crate::backoff::FIRST_PAUSE;
 use crate::election::guard::SlotGuard;
+use crate::election::lease::local_deadline;
 use crate::error::Error;
 use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore};
 use crate::telemetry;
@@ -104,9 +105,7 @@ impl Node {
         let Ok(group) = telemetry::state(&*self.store, &settings.member_key).await else {
             return Ok(());
         };
-        let earlier = group.leaders.iter().chain(&group.pending).filter(|slot| slot.fence < fence);
-        let refusal = earlier.filter_map(|slot| disagreement(&settings, &slot.holder)).next();
-        let Some(refusal) = refusal else { return Ok(()) };
+        let Some(refusal) = earlier_disagreement(&settings, &group, fence) else { return Ok(()) };
         if let Err(error) = self.membership.withdraw(&self.store, &settings).await {
             tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "withdrawing the announcement failed; it expires by itself");
         }
@@ -144,20 +143,20 @@ impl Node {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
         let Read { token, announced, read_at, members } = read;
-        match announced {
+        let announced_again = match announced {
             Ok((fence, fresh)) => {
-                if let Some(deadline) = fresh
-                    && token == self.membership.token
-                {
+                let fresh = fresh.filter(|_| token == self.membership.token);
+                if let Some(deadline) = fresh {
                     self.membership.fence = Some(fence);
                     self.membership.deadline = deadline;
                 }
+                fresh.map(|_| fence)
             }
             Err(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
                 return retry;
             }
-        }
+        };
         let group = match members {
             Ok(group) => group,
             Err(error) => {
@@ -165,6 +164,16 @@ impl Node {
                 return retry;
             }
         };
+        // A node whose announcement lapsed (paused, cut off) and that finds, announced
+        // again, an earlier live node under its holder id or of another count, which joined
+        // meanwhile, is refused as it would have been at start: it stops.
+        if let Some(fence) = announced_again
+            && let Some(refusal) = earlier_disagreement(&settings, &group, fence)
+        {
+            tracing::error!(set = %settings.name, error = %refusal, "the node's announcement lapsed and a node it disagrees with joined meanwhile: this node stops");
+            self.refused = Some(refusal);
+            return None;
+        }
         // The store rounds what is left down to its resolution (whole seconds on etcd): an
         // announcement read with less left may live that long yet, so the next look comes no
         // sooner (a store with change watches wakes the node when it ends anyway), and
@@ -240,6 +249,13 @@ fn member(holder: &str) -> Member {
     Member { identity: identity(holder), weight }
 }
 
+/// What is wrong with a live node of `group` announced before this one (whose announcement
+/// has `fence`), for this one: the first that disagrees.
+fn earlier_disagreement(settings: &Settings, group: &GroupSnapshot, fence: u64) -> Option<Error> {
+    let earlier = group.leaders.iter().chain(&group.pending).filter(|slot| slot.fence < fence);
+    earlier.filter_map(|slot| disagreement(settings, &slot.holder)).next()
+}
+
 /// What is wrong with another live node whose announcement's holder is `holder`, for this
 /// one: another count, or this node's holder id.
 fn disagreement(settings: &Settings, holder: &str) -> Option<Error> {
@@ -274,7 +290,9 @@ async fn announce(
     .in_session(token);
     let sent_at = Instant::now();
     match telemetry::acquire(store, request).await? {
-        AcquireOutcome::Granted(grant) => Ok((grant.fence, sent_at + grant.expires_in)),
+        AcquireOutcome::Granted(grant) => {
+            Ok((grant.fence, local_deadline(sent_at, grant.expires_in)))
+        }
         AcquireOutcome::Full { .. } => Err(Error::SetFull {
             set: settings.name.to_string(),
             key: settings.member_key.clone(),

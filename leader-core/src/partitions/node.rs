@@ -103,6 +103,9 @@ pub(crate) struct Node {
     /// Cancelled when the node stops: the releases it tries again until then give up (each
     /// goes on in the background, for a while, from its guard).
     pub(super) stopping: CancellationToken,
+    /// Why the node stops by itself: announced again after its announcement lapsed, it met
+    /// an earlier node it disagrees with.
+    pub(super) refused: Option<Error>,
 }
 
 impl Node {
@@ -128,10 +131,12 @@ impl Node {
             next_deadline: Instant::now(),
             view_stale: true,
             stopping: CancellationToken::new(),
+            refused: None,
         })
     }
 
-    /// Runs until `stop`, then hands every partition over and withdraws the announcement.
+    /// Runs until `stop` (or until refused: see [`Node::on_read`]), then hands every
+    /// partition over and withdraws the announcement.
     pub(crate) async fn run(mut self, stop: CancellationToken) -> Result<(), Error> {
         let settings = Arc::clone(&self.settings);
         let mut changes = self.store.watch_changes(&settings.member_key).await.ok();
@@ -192,12 +197,17 @@ impl Node {
             }
             self.forget_expired();
             self.publish();
+            if self.refused.is_some() {
+                break;
+            }
         }
         self.stopping.cancel();
         // A read left in flight changes nothing; a renewal's answer is not needed to release.
         renewal.abort();
         read.abort();
-        self.shut_down().await
+        let refused = self.refused.take();
+        let ended = self.shut_down().await;
+        refused.map_or(ended, Err)
     }
 
     /// Claims partition `index` if it is this node's share and not held.

@@ -1,0 +1,104 @@
+//! A node whose announcement lapsed (its process paused, its network cut) announces itself
+//! again when it comes back. If a node it disagrees with joined meanwhile (one under its
+//! holder id, or of another partition count), it is refused as it would have been at start:
+//! it stops, hands back what it held and withdraws its announcement, and `stop` reports why.
+//! Memory store, paused clock; the node that comes back reaches the store through a layer
+//! that cuts it off.
+
+mod support;
+
+use std::time::Duration;
+
+use leader::{LeaseStore, MemoryStore, PartitionOptions, Partitions};
+use support::{Faulty, FaultyStore, eventually};
+
+const LEASE: Duration = Duration::from_secs(3);
+
+fn options(holder: &str) -> PartitionOptions {
+    PartitionOptions::new().lease_time(LEASE).holder_id(holder)
+}
+
+/// The announcements in the members' group of set `orders`.
+async fn announcements(store: &MemoryStore) -> Vec<String> {
+    let group = store.state("leader:orders/members").await.unwrap();
+    let mut holders: Vec<String> = group.leaders.iter().map(|slot| slot.holder.clone()).collect();
+    holders.sort();
+    holders
+}
+
+/// Starts node `holder` of `count` partitions over `store`, cuts it off for two leases and
+/// starts `newcomer` (holder and count) directly on the store meanwhile; then lets the first
+/// node back. Both nodes, once the first had time to announce itself again.
+async fn come_back_after(
+    inner: &MemoryStore,
+    (holder, count): (&str, u32),
+    (newcomer, newcomer_count): (&str, u32),
+) -> (Partitions, Partitions) {
+    let cut = FaultyStore::over(inner.clone());
+    let first = Partitions::start("orders", count, cut.clone(), options(holder)).await.unwrap();
+    eventually(LEASE, "the first node owns every partition", || async {
+        first.view().owned.len() == count as usize
+    })
+    .await;
+    cut.cut_off(true);
+    tokio::time::sleep(2 * LEASE).await;
+    let left = inner.state("leader:orders/members").await.unwrap();
+    assert!(left.leaders.is_empty(), "the cut-off node's announcement lapsed: {left:?}");
+    let second = Partitions::start("orders", newcomer_count, inner.clone(), options(newcomer))
+        .await
+        .expect("the newcomer joins: the first node's announcement had lapsed");
+    cut.cut_off(false);
+    tokio::time::sleep(2 * LEASE).await;
+    (first, second)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_back_after_another_took_its_holder_id_stops() {
+    let inner = MemoryStore::new();
+    let (first, second) = come_back_after(&inner, ("dup", 8), ("dup", 8)).await;
+    assert_eq!(announcements(&inner).await, ["dup [8 partitions]"], "one node announces `dup`");
+    assert!(first.view().owned.is_empty(), "{:?}", first.view());
+    assert_eq!(second.view().owned.len(), 8, "{:?}", second.view());
+    match first.stop().await {
+        Err(leader::Error::HolderInUse { holder, set }) => {
+            assert_eq!((&*holder, &*set), ("dup", "orders"))
+        }
+        other => panic!("the node that came back ended with {other:?}"),
+    }
+    second.stop().await.unwrap();
+    assert!(announcements(&inner).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_back_after_a_node_of_another_count_joined_stops() {
+    let inner = MemoryStore::new();
+    let (first, second) = come_back_after(&inner, ("a", 8), ("b", 16)).await;
+    assert_eq!(announcements(&inner).await, ["b [16 partitions]"]);
+    assert_eq!(second.view().owned.len(), 16, "{:?}", second.view());
+    let ended = first.stop().await;
+    assert!(
+        matches!(
+            ended,
+            Err(leader::Error::PartitionCountMismatch { requested: 8, existing: 16, .. })
+        ),
+        "{ended:?}"
+    );
+    second.stop().await.unwrap();
+}
+
+/// A node cut off and back with nobody else around announces itself again and goes on.
+#[tokio::test(start_paused = true)]
+async fn a_node_back_alone_goes_on() {
+    let inner = MemoryStore::new();
+    let cut = FaultyStore::over(inner.clone());
+    let node = Partitions::start("orders", 4, cut.clone(), options("a")).await.unwrap();
+    cut.cut_off(true);
+    tokio::time::sleep(2 * LEASE).await;
+    cut.cut_off(false);
+    eventually(2 * LEASE, "the node owns every partition again", || async {
+        node.view().owned.len() == 4
+    })
+    .await;
+    assert_eq!(announcements(&inner).await, ["a [4 partitions]"]);
+    node.stop().await.unwrap();
+}
