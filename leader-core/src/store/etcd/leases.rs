@@ -363,10 +363,12 @@ pub(crate) fn secs(ttl: i64) -> Duration {
 pub(crate) fn too_short(lease_time: Duration, min: i64) -> Error {
     Error::invalid_option(
         "lease_time",
-        format!("{lease_time:?}"),
+        lease_time,
         format!(
-            "must be at least {min}s with this etcd cluster: its minimum lease TTL (one and a \
-             half election timeouts, rounded up to a second)"
+            "must be more than {}s with this etcd cluster: rounded up to whole seconds, at \
+             least its minimum lease TTL of {min}s (one and a half election timeouts, rounded \
+             up to a second)",
+            min - 1
         ),
     )
 }

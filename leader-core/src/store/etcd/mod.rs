@@ -228,7 +228,7 @@ impl EtcdStore {
         if secs > MAX_TTL_SECS {
             return Err(Error::invalid_option(
                 "lease_time",
-                format!("{lease_time:?}"),
+                lease_time,
                 format!("must be at most {MAX_TTL_SECS}s with EtcdStore (etcd's longest lease)"),
             ));
         }
