@@ -11,6 +11,7 @@ use super::node::Node;
 use super::partition::Cell;
 use crate::election::candidate::Won;
 use crate::election::guard::SlotGuard;
+use crate::election::lease::local_deadline;
 use crate::election::{Lease, LossReason};
 use crate::error::Error;
 use crate::store::{HeldSlot, RenewOutcome};
@@ -82,11 +83,11 @@ impl Node {
             if token == self.membership.token && self.membership.fence.is_some() {
                 match answer {
                     Some(RenewOutcome::Renewed { expires_in, .. }) => {
-                        self.membership.deadline = sent_at + expires_in;
+                        self.membership.deadline = local_deadline(sent_at, expires_in);
                     }
                     _ => {
                         tracing::warn!(set = %self.settings.name, "the node's announcement lapsed; announcing it again");
-                        self.membership.fence = None;
+                        self.membership.lapse();
                     }
                 }
             }

@@ -36,21 +36,42 @@ pub(super) struct Membership {
     pub fence: Option<u64>,
     /// Its local deadline.
     pub deadline: Instant,
+    /// The fence of the node's own announcement before it lapsed or was withdrawn: a read
+    /// may list it a while yet (the store has not let it go, or not purged it), and it is
+    /// no other node's.
+    pub previous: Option<u64>,
 }
 
-/// A read of the members, after announcing the node if it was not.
+/// A read of the members, after announcing the node if it was not (and does not stand
+/// aside).
 pub(super) struct Read {
     /// The announcement's token.
     token: LeaseToken,
-    /// The node's fence among the members, and its new deadline if it was announced now.
-    announced: Result<(u64, Option<Instant>), Error>,
+    announced: Announced,
     read_at: Instant,
     members: Result<GroupSnapshot, Error>,
 }
 
+/// What became of the node's announcement before a read.
+enum Announced {
+    /// Held already, under this fence.
+    Kept,
+    /// Made now (the first, or again after it lapsed): its fence and local deadline.
+    Now(u64, Instant),
+    /// Not made: the node stands aside for an earlier node it disagrees with.
+    Aside,
+    /// The store failed.
+    Failed(Error),
+}
+
 impl Membership {
     pub(super) fn new() -> Result<Self, Error> {
-        Ok(Membership { token: LeaseToken::generate()?, fence: None, deadline: Instant::now() })
+        Ok(Membership {
+            token: LeaseToken::generate()?,
+            fence: None,
+            deadline: Instant::now(),
+            previous: None,
+        })
     }
 
     /// Withdraws the announcement, through the slot's guard: a release the store does not
@@ -68,6 +89,23 @@ impl Membership {
             SlotGuard::new(Arc::clone(store), key, self.token, Duration::ZERO, settings.lease_time);
         guard.set_armed(true);
         guard.release().await.map(drop)
+    }
+
+    /// The announcement lapsed: the node announces itself again at its next read.
+    pub(super) fn lapse(&mut self) {
+        self.previous = self.fence.take().or(self.previous);
+    }
+
+    /// [`withdraw`](Self::withdraw), to run beside the node's loop.
+    pub(super) fn withdrawal(
+        &mut self,
+        store: &Arc<dyn LeaseStore>,
+        settings: &Arc<Settings>,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+        self.previous = self.fence.or(self.previous);
+        let mut withdrawn = Membership { token: self.token, fence: self.fence.take(), ..*self };
+        let (store, settings) = (Arc::clone(store), Arc::clone(settings));
+        async move { withdrawn.withdraw(&store, &settings).await }
     }
 
     /// Releases the withdrawn announcement's slot once more, which it no longer holds:
@@ -115,21 +153,24 @@ impl Node {
     /// Announces the node if it is not, and reads the members, to run beside the loop.
     pub(super) fn read(&mut self) -> impl Future<Output = Read> + Send + 'static {
         if self.membership.fence.is_some() && Instant::now() >= self.membership.deadline {
-            self.membership.fence = None;
+            self.membership.lapse();
         }
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
-        let (token, announced) = (self.membership.token, self.membership.fence);
+        let (token, held, aside) =
+            (self.membership.token, self.membership.fence.is_some(), self.aside.is_some());
         async move {
-            let announced = match announced {
-                Some(fence) => Ok((fence, None)),
-                None => announce(&*store, &settings, token)
-                    .await
-                    .map(|(fence, deadline)| (fence, Some(deadline))),
+            let announced = match (held, aside) {
+                (true, _) => Announced::Kept,
+                (false, true) => Announced::Aside,
+                (false, false) => match announce(&*store, &settings, token).await {
+                    Ok((fence, deadline)) => Announced::Now(fence, deadline),
+                    Err(error) => Announced::Failed(error),
+                },
             };
             let read_at = Instant::now();
             let members = match &announced {
-                Ok(_) => telemetry::state(&*store, &settings.member_key).await,
-                Err(_) => Ok(GroupSnapshot::default()), // not read: the announcement failed
+                Announced::Failed(_) => Ok(GroupSnapshot::default()), // not read
+                _ => telemetry::state(&*store, &settings.member_key).await,
             };
             Read { token, announced, read_at, members }
         }
@@ -143,19 +184,17 @@ impl Node {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
         let Read { token, announced, read_at, members } = read;
-        let announced_again = match announced {
-            Ok((fence, fresh)) => {
-                let fresh = fresh.filter(|_| token == self.membership.token);
-                if let Some(deadline) = fresh {
-                    self.membership.fence = Some(fence);
-                    self.membership.deadline = deadline;
-                }
-                fresh.map(|_| fence)
+        let announced_now = match announced {
+            Announced::Now(fence, deadline) if token == self.membership.token => {
+                self.membership.fence = Some(fence);
+                self.membership.deadline = deadline;
+                Some(fence)
             }
-            Err(error) => {
+            Announced::Failed(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
                 return retry;
             }
+            Announced::Now(..) | Announced::Kept | Announced::Aside => None,
         };
         let group = match members {
             Ok(group) => group,
@@ -164,15 +203,8 @@ impl Node {
                 return retry;
             }
         };
-        // A node whose announcement lapsed (paused, cut off) and that finds, announced
-        // again, an earlier live node under its holder id or of another count, which joined
-        // meanwhile, is refused as it would have been at start: it stops.
-        if let Some(fence) = announced_again
-            && let Some(refusal) = earlier_disagreement(&settings, &group, fence)
-        {
-            tracing::error!(set = %settings.name, error = %refusal, "the node's announcement lapsed and a node it disagrees with joined meanwhile: this node stops");
-            self.refused = Some(refusal);
-            return None;
+        if let Some(next) = self.stand_aside_if_refused(&group, announced_now) {
+            return next;
         }
         // The store rounds what is left down to its resolution (whole seconds on etcd): an
         // announcement read with less left may live that long yet, so the next look comes no
@@ -199,6 +231,62 @@ impl Node {
         }
         self.follow(members);
         first_expiry
+    }
+
+    /// Whether the node stands aside, as a node started now would be refused: announced
+    /// again after its announcement lapsed (a pause, a cut), or for the first time after
+    /// start found the store unreachable, it met an earlier live node it disagrees with
+    /// (under its holder id, of another count: one that joined meanwhile, or its own
+    /// previous process, dead, whose announcement has not expired yet). It withdraws its
+    /// announcement, hands back what it held and owns nothing, reading the members at each
+    /// renewal until no such node is live, then announces itself again. `Some(when to read
+    /// again)` while it stands aside.
+    fn stand_aside_if_refused(
+        &mut self,
+        group: &GroupSnapshot,
+        announced_now: Option<u64>,
+    ) -> Option<Option<Instant>> {
+        let settings = Arc::clone(&self.settings);
+        if let Some(fence) = announced_now {
+            let previous = self.membership.previous;
+            let earlier = group.leaders.iter().chain(&group.pending);
+            let earlier = earlier.filter(|slot| slot.fence < fence && Some(slot.fence) != previous);
+            let refusal =
+                earlier.filter_map(|slot| disagreement(&settings, &slot.holder)).next()?;
+            tracing::error!(set = %settings.name, error = %refusal, "an earlier live node disagrees with this one: it stands aside, owning nothing, until that node is gone");
+            self.aside = Some(refusal);
+            let withdrawal = self.membership.withdrawal(&self.store, &settings);
+            self.handovers.spawn(withdrawal);
+            self.share.clear();
+            self.follow_nobody();
+            return Some(None);
+        }
+        self.aside.as_ref()?;
+        let previous = self.membership.previous;
+        let live = group.leaders.iter().chain(&group.pending);
+        let live = live.filter(|slot| Some(slot.fence) != previous);
+        if live.filter_map(|slot| disagreement(&settings, &slot.holder)).next().is_some() {
+            return Some(None);
+        }
+        tracing::info!(set = %settings.name, "the node this one stood aside for is gone; announcing it");
+        self.aside = None;
+        Some(Some(Instant::now()))
+    }
+
+    /// Owns nothing: every partition handed over, every claim withdrawn.
+    fn follow_nobody(&mut self) {
+        let held: Vec<u32> = self
+            .held
+            .iter()
+            .filter(|(_, held)| !held.cell.is_revoked())
+            .map(|(index, _)| *index)
+            .collect();
+        for index in held {
+            self.hand_over(index);
+        }
+        self.claims.withdraw_all();
+        self.members.clear();
+        self.view_stale = true;
     }
 
     /// Takes the share the assignment gives this node among `members` (sorted, this node

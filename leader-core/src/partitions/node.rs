@@ -103,9 +103,9 @@ pub(crate) struct Node {
     /// Cancelled when the node stops: the releases it tries again until then give up (each
     /// goes on in the background, for a while, from its guard).
     pub(super) stopping: CancellationToken,
-    /// Why the node stops by itself: announced again after its announcement lapsed, it met
-    /// an earlier node it disagrees with.
-    pub(super) refused: Option<Error>,
+    /// Why the node stands aside, owning nothing: announced (again) in its loop, it met an
+    /// earlier live node it disagrees with (see `Node::stand_aside_if_refused`).
+    pub(super) aside: Option<Error>,
 }
 
 impl Node {
@@ -131,17 +131,18 @@ impl Node {
             next_deadline: Instant::now(),
             view_stale: true,
             stopping: CancellationToken::new(),
-            refused: None,
+            aside: None,
         })
     }
 
-    /// Runs until `stop` (or until refused: see [`Node::on_read`]), then hands every
-    /// partition over and withdraws the announcement.
+    /// Runs until `stop`, then hands every partition over and withdraws the announcement.
     pub(crate) async fn run(mut self, stop: CancellationToken) -> Result<(), Error> {
         let settings = Arc::clone(&self.settings);
         let mut changes = self.store.watch_changes(&settings.member_key).await.ok();
         let mut renewal = Periodic::Due(Instant::now() + settings.renew_interval);
         let mut read = Periodic::Due(Instant::now());
+        // A failed renewal or read is tried again no later than the next renewal.
+        let retry_after_failure = settings.retry_interval.min(settings.renew_interval);
         loop {
             // With both running, nothing is due until one ends.
             let due = [renewal.due(), read.due()].into_iter().flatten().min();
@@ -168,7 +169,7 @@ impl Node {
                     let sent_at = result.ok().and_then(|renewal| self.on_renewal(renewal));
                     renewal = Periodic::Due(match sent_at {
                         Some(sent_at) => sent_at + settings.renew_interval,
-                        None => Instant::now() + settings.retry_interval,
+                        None => Instant::now() + retry_after_failure,
                     });
                 }
                 (result, again) = read.finished() => {
@@ -178,7 +179,7 @@ impl Node {
                         renewal.due().unwrap_or_else(|| Instant::now() + settings.renew_interval);
                     let next = match result {
                         Ok(result) => self.on_read(result).map_or(horizon, |at| at.min(horizon)),
-                        Err(_) => Instant::now() + settings.retry_interval,
+                        Err(_) => Instant::now() + retry_after_failure,
                     };
                     read = Periodic::Due(if again { Instant::now() } else { next });
                 }
@@ -197,17 +198,12 @@ impl Node {
             }
             self.forget_expired();
             self.publish();
-            if self.refused.is_some() {
-                break;
-            }
         }
         self.stopping.cancel();
         // A read left in flight changes nothing; a renewal's answer is not needed to release.
         renewal.abort();
         read.abort();
-        let refused = self.refused.take();
-        let ended = self.shut_down().await;
-        refused.map_or(ended, Err)
+        self.shut_down().await
     }
 
     /// Claims partition `index` if it is this node's share and not held.
