@@ -157,9 +157,11 @@ async fn renewal_failures_are_retried_at_the_cadence_or_half_the_remaining_lease
         "the term survived two failed renewals"
     );
     let offsets: Vec<Duration> = store.renewal_times().iter().map(|t| *t - elected_at).collect();
-    // t=4 fails (8 s left: retry at the cadence, 4 s); t=8 fails (4 s left: retry at half,
-    // 2 s); t=10 succeeds; then every 4 s.
-    let expected: Vec<Duration> = [4, 8, 10, 14, 18].map(Duration::from_secs).to_vec();
+    // Each local deadline comes 0.1% early (11.988 s after a send). t=4 fails (7.988 s left:
+    // retry at half, 3.994 s); t=7.994 fails (3.994 s left: retry at half, 1.997 s);
+    // t=9.991 succeeds; then every 4 s.
+    let expected: Vec<Duration> =
+        [4_000, 7_994, 9_991, 13_991, 17_991].map(Duration::from_millis).to_vec();
     assert_eq!(offsets, expected);
 }
 

@@ -117,11 +117,24 @@ struct Term {
     ended: Option<LossReason>,
 }
 
+/// How much slower than the store's clock this process's clock may run: a time to live of
+/// `d` lasts `d - d / CLOCK_DRIFT_DIVISOR` on the local clock at least (0.1%: twice the
+/// most NTP slews a clock by, 500 ppm, and many times a quartz oscillator's drift).
+pub(crate) const CLOCK_DRIFT_DIVISOR: u32 = 1_000;
+
 /// The local deadline of a slot that lives `expires_in` from the store's answer to a
 /// request sent at `sent_at`: the store acted after the send, so the slot lives at least
-/// until then.
+/// until then, less what this clock may lag the store's over that time
+/// ([`CLOCK_DRIFT_DIVISOR`]). The one rule of every lease's deadline: a term's, a
+/// partition's, a node's announcement.
 pub(crate) fn local_deadline(sent_at: Instant, expires_in: Duration) -> Instant {
-    sent_at + expires_in
+    sent_at + local_span(expires_in)
+}
+
+/// How long a time to live of `expires_in` counts on the local clock: less what this clock
+/// may lag the store's over it.
+pub(crate) fn local_span(expires_in: Duration) -> Duration {
+    expires_in - expires_in / CLOCK_DRIFT_DIVISOR
 }
 
 impl Lease {

@@ -137,7 +137,8 @@ pub(crate) async fn keep_renewing(
 }
 
 /// When the next renewal of a lease with local `deadline` is due: when `lease_time - renew_interval`
-/// remains, and no later than half the time left now.
+/// remains (both counted on the local clock, so a full lease is renewed `renew_interval`
+/// after its request was sent), and no later than half the time left now.
 pub(crate) fn renewal_due(
     deadline: Instant,
     lease_time: Duration,
@@ -145,7 +146,7 @@ pub(crate) fn renewal_due(
 ) -> Instant {
     let now = Instant::now();
     let at_cadence = deadline
-        .checked_sub(lease_time.saturating_sub(renew_interval))
+        .checked_sub(super::lease::local_span(lease_time).saturating_sub(renew_interval))
         .map_or(now, |at| at.max(now));
     let at_half = now + deadline.saturating_duration_since(now) / 2;
     at_cadence.min(at_half)
@@ -161,15 +162,18 @@ mod tests {
     async fn renewal_is_due_when_two_thirds_remain_or_at_half_the_time_left() {
         let now = Instant::now();
         let (lease, renew_interval) = (12 * SECOND, 4 * SECOND);
-        // A whole lease left: due when 8 s remain.
-        assert_eq!(renewal_due(now + lease, lease, renew_interval), now + 4 * SECOND);
-        // 9 s left: due when 8 s remain, 1 s from now (half the time left is later).
-        assert_eq!(renewal_due(now + 9 * SECOND, lease, renew_interval), now + SECOND);
+        // A whole lease left (11.988 s on the local clock): due 4 s from now.
+        let whole = super::super::lease::local_span(lease);
+        assert_eq!(renewal_due(now + whole, lease, renew_interval), now + 4 * SECOND);
+        // 9 s left: due when 7.988 s remain, 1.012 s from now (half the time left is later).
+        let due = now + Duration::from_millis(1_012);
+        assert_eq!(renewal_due(now + 9 * SECOND, lease, renew_interval), due);
         // 3 s left (a slow grant): at once.
         assert_eq!(renewal_due(now + 3 * SECOND, lease, renew_interval), now);
         // A renew interval of half the lease: half the time left is the cap.
-        assert_eq!(renewal_due(now + 10 * SECOND, lease, 6 * SECOND), now + 4 * SECOND);
-        assert_eq!(renewal_due(now + 12 * SECOND, lease, 6 * SECOND), now + 6 * SECOND);
+        let due = now + Duration::from_millis(4_012); // 10 s less (11.988 s - 6 s)
+        assert_eq!(renewal_due(now + 10 * SECOND, lease, 6 * SECOND), due);
+        assert_eq!(renewal_due(now + whole, lease, 6 * SECOND), now + whole / 2);
         // The deadline passed: at once.
         assert_eq!(renewal_due(now, lease, renew_interval), now);
     }

@@ -252,7 +252,7 @@ mod tests {
             ),
             (
                 LeadershipOptions::new().retry_interval(Duration::ZERO),
-                "invalid `retry_interval` 0ns: must be between 1ms and lease_time (30s)",
+                "invalid `retry_interval` 0ns: must be at least 1ms",
             ),
             (
                 LeadershipOptions::new().retry_jitter(Duration::from_secs(2)),

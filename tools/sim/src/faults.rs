@@ -188,7 +188,16 @@ impl StoreLayer for FaultLayer {
             }
             world.log(&who, format_args!("acquire {key} -> {}", brief(&outcome)));
             world.check();
-            outcome
+            outcome.map(|outcome| match outcome {
+                AcquireOutcome::Granted(mut grant) => {
+                    grant.expires_in = world.as_seen(grant.expires_in);
+                    AcquireOutcome::Granted(grant)
+                }
+                AcquireOutcome::Full { nearest_expiry } => {
+                    AcquireOutcome::Full { nearest_expiry: world.as_seen(nearest_expiry) }
+                }
+                other => other,
+            })
         });
         self.call("acquire", true, apply).await
     }
@@ -236,7 +245,15 @@ impl StoreLayer for FaultLayer {
                 answers.push(answer);
             }
             world.check();
-            Ok(answers)
+            Ok(answers
+                .into_iter()
+                .map(|answer| match answer {
+                    RenewOutcome::Renewed { expires_at, expires_in } => {
+                        RenewOutcome::Renewed { expires_at, expires_in: world.as_seen(expires_in) }
+                    }
+                    other => other,
+                })
+                .collect())
         });
         self.call("renew", true, apply).await
     }
@@ -311,7 +328,12 @@ impl StoreLayer for FaultLayer {
                     expires_in: Duration::from_secs(1),
                 });
             }
-            state
+            state.map(|mut state| {
+                for slot in state.leaders.iter_mut().chain(&mut state.pending) {
+                    slot.expires_in = world.as_seen(slot.expires_in);
+                }
+                state
+            })
         });
         self.call("state", false, apply).await
     }

@@ -155,10 +155,11 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     world.log(
         "sim",
         format_args!(
-            "seed {seed}: {timing:?}, command timeout {:?}, {} ‰ of calls faulted, {} \
-             candidates, events {:?}",
+            "seed {seed}: {timing:?}, command timeout {:?}, {} ‰ of calls faulted, clocks \
+             {} ppm slow, {} candidates, events {:?}",
             plan.command_timeout,
             world.fault_rate,
+            world.slow_clock_ppm,
             plan.candidates.len(),
             plan.events
         ),

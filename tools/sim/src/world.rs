@@ -26,16 +26,20 @@ pub enum Mutant {
     PartitionWithoutGrant,
     /// The store's state lists a slot it never granted, as a pending grant would be.
     ObserverSeesPending,
+    /// The candidates' clocks run 2% slower than the store's: beyond what a lease's local
+    /// deadline allows for (0.1%).
+    ClockBeyondAllowance,
 }
 
 impl Mutant {
     /// Every variant, in the order the tests try them.
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 6] = [
         Mutant::ActPastDeadline,
         Mutant::RenewPastExpiry,
         Mutant::ReleaseAnyToken,
         Mutant::PartitionWithoutGrant,
         Mutant::ObserverSeesPending,
+        Mutant::ClockBeyondAllowance,
     ];
 
     /// The variant's name on the command line.
@@ -46,6 +50,7 @@ impl Mutant {
             Mutant::ReleaseAnyToken => "release-any-token",
             Mutant::PartitionWithoutGrant => "partition-without-grant",
             Mutant::ObserverSeesPending => "observer-sees-pending",
+            Mutant::ClockBeyondAllowance => "clock-beyond-allowance",
         }
     }
 
@@ -66,6 +71,11 @@ pub struct World {
     pub mutant: Option<Mutant>,
     /// The per-mille share of calls faulted while faults are on, drawn from the seed.
     pub fault_rate: u64,
+    /// How much slower the candidates' clocks run than the store's, in parts per million,
+    /// drawn from the seed: every time to live the store reports lasts this much longer on
+    /// a candidate's clock. At most the 1,000 a lease's local deadline allows for (20,000
+    /// in [`Mutant::ClockBeyondAllowance`]).
+    pub slow_clock_ppm: u64,
     start: Instant,
     faults_on: Mutex<bool>,
     rng: Mutex<Rng>,
@@ -84,6 +94,10 @@ impl World {
         let mut rng = Rng::new(seed);
         World {
             fault_rate: rng.pick(&[50, 150, 300, 500]),
+            slow_clock_ppm: match mutant {
+                Some(Mutant::ClockBeyondAllowance) => 20_000,
+                _ => rng.pick(&[0, 100, 500, 1_000]),
+            },
             store: MemoryStore::new(),
             command_timeout,
             mutant,
@@ -96,6 +110,12 @@ impl World {
             dead: Mutex::new(BTreeSet::new()),
             late: Mutex::new(false),
         }
+    }
+
+    /// A time to live the store reports, as long as it lasts on a candidate's clock, which
+    /// runs [`slow_clock_ppm`](Self::slow_clock_ppm) slower.
+    pub fn as_seen(&self, store_time: Duration) -> Duration {
+        store_time + store_time * self.slow_clock_ppm as u32 / 1_000_000
     }
 
     /// A draw from the run's random numbers.
