@@ -14,6 +14,11 @@ use crate::timing::LeaseTiming;
 /// Setters never fail; the elector's constructor validates the whole set and names the first
 /// value that is out of range.
 ///
+/// The times are a [`LeaseTiming`](crate::LeaseTiming), as in every options type:
+/// `renew_interval` is only for `auto_extend` (set without it, it is refused: nothing would
+/// renew), and `retry_interval` is the longest pause between attempts while the store fails
+/// when the macros' `on_store_error = "skip"` asks to try again.
+///
 /// ```
 /// use std::time::Duration;
 /// use leader_core::{LeaderElectionOptions, LeaderElector, MemoryStore};
