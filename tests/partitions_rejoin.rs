@@ -36,6 +36,17 @@ async fn come_back_after(
     (holder, count): (&str, u32),
     (newcomer, newcomer_count): (&str, u32),
 ) -> (Partitions, Partitions) {
+    come_back_failing_reads(inner, (holder, count), (newcomer, newcomer_count), 0).await
+}
+
+/// [`come_back_after`], the first `failed_reads` reads of the members after the first node
+/// is back failing.
+async fn come_back_failing_reads(
+    inner: &MemoryStore,
+    (holder, count): (&str, u32),
+    (newcomer, newcomer_count): (&str, u32),
+    failed_reads: usize,
+) -> (Partitions, Partitions) {
     let cut = FaultyStore::over(inner.clone());
     let first = Partitions::start("orders", count, cut.clone(), options(holder)).await.unwrap();
     eventually(LEASE, "the first node owns every partition", || async {
@@ -49,6 +60,7 @@ async fn come_back_after(
     let second = Partitions::start("orders", newcomer_count, inner.clone(), options(newcomer))
         .await
         .expect("the newcomer joins: the first node's announcement had lapsed");
+    cut.fail_states(failed_reads);
     cut.cut_off(false);
     tokio::time::sleep(2 * LEASE).await;
     (first, second)
@@ -69,6 +81,17 @@ async fn a_node_back_after_another_took_its_holder_id_stands_aside_until_it_is_g
     .await;
     first.stop().await.unwrap();
     assert!(announcements(&inner).await.is_empty());
+}
+
+/// The read right after the node announced itself again fails: the next read checks.
+#[tokio::test(start_paused = true)]
+async fn the_check_waits_for_a_read_that_succeeds() {
+    let inner = MemoryStore::new();
+    let (first, second) = come_back_failing_reads(&inner, ("dup", 8), ("dup", 8), 1).await;
+    assert_eq!(announcements(&inner).await, ["dup [8 partitions]"], "one node announces `dup`");
+    assert!(first.view().owned.is_empty(), "{:?}", first.view());
+    first.stop().await.unwrap();
+    second.stop().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

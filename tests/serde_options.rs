@@ -234,6 +234,21 @@ fn errors_point_at_the_key_and_durations_take_one_syntax() {
         ),
         r#"a duration such as "500ms""#,
     );
+    // A key no options type has, or a shared time out of range, beside the timing's keys.
+    at_line_3(
+        load_error::<PartitionOptions>("lease_time = \"9s\"\nweight = 2\nlease = \"1s\""),
+        "unknown field `lease`",
+    );
+    at_line_3(
+        load_error::<LeaderGroupElectionOptions>(&format!("{group}lese_time = \"1s\"")),
+        "unknown field `lese_time`",
+    );
+    at_line_3(
+        load_error::<LeadershipOptions>(
+            "max_leaders = 2\nlease_time = \"9s\"\nretry_interval = \"0s\"",
+        ),
+        "invalid `retry_interval` 0ns: must be at least 1ms",
+    );
     // ISO-8601, as the macros take it.
     let iso: LeaderGroupElectionOptions =
         toml::from_str("max_leaders = 2\nlease_time = \"PT10S\"\nwait_time = \"PT0.5S\"").unwrap();

@@ -135,7 +135,7 @@ pub(crate) mod field {
 
     optional_fields! {
         renew_interval: crate::duration::within_limit;
-        retry_interval: crate::duration::within_limit;
+        retry_interval: crate::duration::positive;
         retry_jitter: crate::duration::within_limit;
         handover_grace: crate::duration::within_limit;
     }

@@ -206,7 +206,7 @@ pub(crate) mod config {
     use std::marker::PhantomData;
     use std::time::Duration;
 
-    use serde::de::value::{MapAccessDeserializer, StringDeserializer};
+    use serde::de::value::{MapAccessDeserializer, StrDeserializer};
     use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
     use serde::{Deserialize, Deserializer};
 
@@ -263,10 +263,13 @@ pub(crate) mod config {
             &mut self,
             seed: K,
         ) -> Result<Option<K::Value>, A::Error> {
+            let mut seed = Some(seed);
             loop {
-                let Some(key) = self.map.next_key::<String>()? else { return Ok(None) };
-                let Some(index) = KEYS.iter().position(|name| *name == key) else {
-                    return seed.deserialize(StringDeserializer::<A::Error>::new(key)).map(Some);
+                let key = KeyOf { taken: &KEYS, seed: &mut seed };
+                let Some(key) = self.map.next_key_seed(key)? else { return Ok(None) };
+                let index = match key {
+                    Key::Theirs(value) => return Ok(Some(value)),
+                    Key::Taken(index) => index,
                 };
                 if std::mem::replace(&mut self.seen[index], true) {
                     return Err(de::Error::duplicate_field(KEYS[index]));
@@ -291,6 +294,45 @@ pub(crate) mod config {
             seed: V,
         ) -> Result<V::Value, A::Error> {
             self.map.next_value_seed(seed)
+        }
+    }
+
+    /// A key of a table read by a wrapper that takes some keys out: one of those (by its
+    /// index among them), or one for the derive.
+    pub(crate) enum Key<T> {
+        Taken(usize),
+        Theirs(T),
+    }
+
+    /// Reads a key, and hands it to the derive's seed unless it is one of `taken`. The key
+    /// reaches the seed inside the table's own call, so an error (an unknown key) carries
+    /// the key's place.
+    pub(crate) struct KeyOf<'a, K> {
+        pub taken: &'static [&'static str],
+        pub seed: &'a mut Option<K>,
+    }
+
+    impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for KeyOf<'_, K> {
+        type Value = Key<K::Value>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de, K: DeserializeSeed<'de>> Visitor<'de> for KeyOf<'_, K> {
+        type Value = Key<K::Value>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an option's name")
+        }
+
+        fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+            if let Some(index) = self.taken.iter().position(|name| *name == key) {
+                return Ok(Key::Taken(index));
+            }
+            let seed = self.seed.take().expect("a key is handed on once");
+            seed.deserialize(StrDeserializer::<E>::new(key)).map(Key::Theirs)
         }
     }
 

@@ -27,6 +27,7 @@ pub struct Counts {
 #[derive(Debug, Default)]
 struct Injected {
     failing_renewals: AtomicUsize,
+    failing_states: AtomicUsize,
     lost_acquire_replies: AtomicUsize,
     panicking_acquires: AtomicUsize,
     blocking_renewal_ms: AtomicUsize,
@@ -58,6 +59,8 @@ pub trait Faulty {
     fn fail_renewals(&self, n: usize);
     /// The next `n` acquires reach the store, which acts, but the reply is lost.
     fn lose_acquire_replies(&self, n: usize);
+    /// The next `n` state reads fail with a transient error without reaching the store.
+    fn fail_states(&self, n: usize);
     /// While set, every operation fails with a transient error without reaching the store,
     /// as if the network to it were cut.
     fn cut_off(&self, cut: bool);
@@ -95,6 +98,10 @@ impl Faulty for FaultyStore {
 
     fn fail_renewals(&self, n: usize) {
         self.layer().injected.failing_renewals.store(n, SeqCst);
+    }
+
+    fn fail_states(&self, n: usize) {
+        self.layer().injected.failing_states.store(n, SeqCst);
     }
 
     fn lose_acquire_replies(&self, n: usize) {
@@ -269,6 +276,9 @@ impl StoreLayer for Faults {
     async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         self.counts.state.fetch_add(1, SeqCst);
         self.reachable("state")?;
+        if take_one(&self.injected.failing_states) {
+            return Err(unavailable("state"));
+        }
         inner.state(key).await
     }
 

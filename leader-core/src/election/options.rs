@@ -178,11 +178,12 @@ pub struct LeaderGroupElectionOptions {
 mod group_config {
     use std::fmt;
 
-    use serde::de::value::{MapAccessDeserializer, StringDeserializer};
+    use serde::de::value::MapAccessDeserializer;
     use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use super::{LeaderElectionOptions, LeaderGroupElectionOptions};
+    use crate::timing::config::{Key, KeyOf};
 
     const MAX_LEADERS: &str = "max_leaders";
 
@@ -228,10 +229,12 @@ mod group_config {
             &mut self,
             seed: K,
         ) -> Result<Option<K::Value>, A::Error> {
+            let mut seed = Some(seed);
             loop {
-                let Some(key) = self.map.next_key::<String>()? else { return Ok(None) };
-                if key != MAX_LEADERS {
-                    return seed.deserialize(StringDeserializer::<A::Error>::new(key)).map(Some);
+                let key = KeyOf { taken: &[MAX_LEADERS], seed: &mut seed };
+                let Some(key) = self.map.next_key_seed(key)? else { return Ok(None) };
+                if let Key::Theirs(value) = key {
+                    return Ok(Some(value));
                 }
                 if self.max_leaders.is_some() {
                     return Err(de::Error::duplicate_field(MAX_LEADERS));

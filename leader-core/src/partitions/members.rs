@@ -40,6 +40,9 @@ pub(super) struct Membership {
     /// may list it a while yet (the store has not let it go, or not purged it), and it is
     /// no other node's.
     pub previous: Option<u64>,
+    /// Whether the announcement was made in the loop and not yet checked against the
+    /// members (the read after it failed): the next read that succeeds checks it.
+    pub unchecked: bool,
 }
 
 /// A read of the members, after announcing the node if it was not (and does not stand
@@ -71,6 +74,7 @@ impl Membership {
             fence: None,
             deadline: Instant::now(),
             previous: None,
+            unchecked: false,
         })
     }
 
@@ -184,24 +188,29 @@ impl Node {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
         let Read { token, announced, read_at, members } = read;
-        let announced_now = match announced {
+        match announced {
             Announced::Now(fence, deadline) if token == self.membership.token => {
                 self.membership.fence = Some(fence);
                 self.membership.deadline = deadline;
-                Some(fence)
+                self.membership.unchecked = true;
             }
             Announced::Failed(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
                 return retry;
             }
-            Announced::Now(..) | Announced::Kept | Announced::Aside => None,
-        };
+            Announced::Now(..) | Announced::Kept | Announced::Aside => {}
+        }
         let group = match members {
             Ok(group) => group,
             Err(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the members failed; retrying");
                 return retry;
             }
+        };
+        // An announcement made in the loop is checked at the first read that succeeds.
+        let announced_now = match std::mem::take(&mut self.membership.unchecked) {
+            true => self.membership.fence,
+            false => None,
         };
         if let Some(next) = self.stand_aside_if_refused(&group, announced_now) {
             return next;
