@@ -147,7 +147,9 @@ impl Node {
         let Ok(group) = telemetry::state(&*self.store, &settings.member_key).await else {
             return Ok(());
         };
-        let Some(refusal) = earlier_disagreement(&settings, &group, fence) else { return Ok(()) };
+        let Some(refusal) = earlier_disagreement(&settings, &group, fence, None) else {
+            return Ok(());
+        };
         if let Err(error) = self.membership.withdraw(&self.store, &settings).await {
             tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "withdrawing the announcement failed; it expires by itself");
         }
@@ -258,23 +260,18 @@ impl Node {
         let settings = Arc::clone(&self.settings);
         if let Some(fence) = announced_now {
             let previous = self.membership.previous;
-            let earlier = group.leaders.iter().chain(&group.pending);
-            let earlier = earlier.filter(|slot| slot.fence < fence && Some(slot.fence) != previous);
-            let refusal =
-                earlier.filter_map(|slot| disagreement(&settings, &slot.holder)).next()?;
+            let refusal = earlier_disagreement(&settings, group, fence, previous)?;
             tracing::error!(set = %settings.name, error = %refusal, "an earlier live node disagrees with this one: it stands aside, owning nothing, until that node is gone");
             self.aside = Some(refusal);
             let withdrawal = self.membership.withdrawal(&self.store, &settings);
             self.handovers.spawn(withdrawal);
-            self.share.clear();
             self.follow_nobody();
             return Some(None);
         }
         self.aside.as_ref()?;
+        // Standing aside, the node has no announcement: every live node is earlier.
         let previous = self.membership.previous;
-        let live = group.leaders.iter().chain(&group.pending);
-        let live = live.filter(|slot| Some(slot.fence) != previous);
-        if live.filter_map(|slot| disagreement(&settings, &slot.holder)).next().is_some() {
+        if earlier_disagreement(&settings, group, u64::MAX, previous).is_some() {
             return Some(None);
         }
         tracing::info!(set = %settings.name, "the node this one stood aside for is gone; announcing it");
@@ -282,8 +279,10 @@ impl Node {
         Some(Some(Instant::now()))
     }
 
-    /// Owns nothing: every partition handed over, every claim withdrawn.
-    fn follow_nobody(&mut self) {
+    /// Owns nothing: no share, every partition handed over, every claim withdrawn (giving
+    /// back what they won or may have won).
+    pub(super) fn follow_nobody(&mut self) {
+        self.share.clear();
         let held: Vec<u32> = self
             .held
             .iter()
@@ -347,9 +346,16 @@ fn member(holder: &str) -> Member {
 }
 
 /// What is wrong with a live node of `group` announced before this one (whose announcement
-/// has `fence`), for this one: the first that disagrees.
-fn earlier_disagreement(settings: &Settings, group: &GroupSnapshot, fence: u64) -> Option<Error> {
-    let earlier = group.leaders.iter().chain(&group.pending).filter(|slot| slot.fence < fence);
+/// has `fence`), for this one: the first that disagrees. The slot under `own_before`, this
+/// node's own earlier announcement, is no other node.
+fn earlier_disagreement(
+    settings: &Settings,
+    group: &GroupSnapshot,
+    fence: u64,
+    own_before: Option<u64>,
+) -> Option<Error> {
+    let earlier = group.leaders.iter().chain(&group.pending);
+    let earlier = earlier.filter(|slot| slot.fence < fence && Some(slot.fence) != own_before);
     earlier.filter_map(|slot| disagreement(settings, &slot.holder)).next()
 }
 

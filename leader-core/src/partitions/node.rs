@@ -238,14 +238,7 @@ impl Node {
     /// Hands every partition over, withdraws every claim (giving back what they won or may
     /// have won), and withdraws the announcement. The first release error, if any.
     async fn shut_down(mut self) -> Result<(), Error> {
-        self.share.clear();
-        let indexes: Vec<u32> = self.held.keys().copied().collect();
-        for index in indexes {
-            if !self.held[&index].cell.is_revoked() {
-                self.hand_over(index);
-            }
-        }
-        self.claims.withdraw_all();
+        self.follow_nobody();
         let mut first_error = None;
         // What it held released, the node leaves at once, so the others take it: claims
         // still waiting out a lock-delay (etcd's) end behind, each grant given back.
