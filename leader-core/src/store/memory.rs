@@ -48,6 +48,8 @@ struct Inner {
     watchers: Arc<Watchers>,
     origin: Instant,
     epoch: SystemTime,
+    /// How far the store's clock was stepped ahead and back (`__step_clock`).
+    steps: Mutex<(Duration, Duration)>,
 }
 
 /// The groups in use, and the store's fence counter.
@@ -98,6 +100,7 @@ impl MemoryStore {
                 watchers: Arc::default(),
                 origin: Instant::now(),
                 epoch: SystemTime::now(),
+                steps: Mutex::default(),
             }),
         }
     }
@@ -106,6 +109,34 @@ impl MemoryStore {
         // The lock is never held across a panic-prone call, but a poisoned map is still
         // consistent (every mutation is a single step), so recover it.
         self.inner.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The store's clock: tokio's, as stepped by `__step_clock`.
+    fn now(&self) -> Instant {
+        let (ahead, behind) = *self.inner.steps.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now() + ahead;
+        now.checked_sub(behind).unwrap_or(now)
+    }
+
+    /// Steps the store's clock `by` ahead (`ahead`) or back, as an operator or NTP stepping
+    /// a server's clock would: every expiry then falls that much sooner (or later) in real
+    /// time. For the simulation (`tools/sim`); not a public API.
+    #[doc(hidden)]
+    pub fn __step_clock(&self, by: Duration, ahead: bool) {
+        let mut steps = self.inner.steps.lock().unwrap_or_else(|p| p.into_inner());
+        if ahead { steps.0 += by } else { steps.1 += by }
+    }
+
+    /// Loses every slot, as a server restarted without its data would; fences keep
+    /// increasing (as the stores promise across a restart) unless `keep_fences` is false.
+    /// For the simulation (`tools/sim`); not a public API.
+    #[doc(hidden)]
+    pub fn __lose_data(&self, keep_fences: bool) {
+        let mut groups = self.groups();
+        groups.by_key.clear();
+        if !keep_fences {
+            groups.last_fence = 0;
+        }
     }
 
     /// The store's clock as wall time: the creation time plus tokio time elapsed since.
@@ -185,7 +216,7 @@ impl LeaseStore for MemoryStore {
         let mut groups = self.groups();
         // The store's clock is read under the lock, as a script reads TIME: operations
         // are ordered by the lock, and so are the times they see.
-        let now = Instant::now();
+        let now = self.now();
         let Groups { by_key, last_fence, last_sweep } = &mut *groups;
         let group = Groups::entry(by_key, last_sweep, request.key, max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
@@ -241,7 +272,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<RenewOutcome, Error> {
         crate::duration::positive("lease_time", lease_time)?;
         let mut groups = self.groups();
-        let now = Instant::now();
+        let now = self.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(RenewOutcome::NotHeld);
         };
@@ -265,7 +296,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<ReleaseOutcome, Error> {
         crate::duration::within_limit("min_lease_time", min_lease_time)?;
         let mut groups = self.groups();
-        let now = Instant::now();
+        let now = self.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -293,7 +324,7 @@ impl LeaseStore for MemoryStore {
         how: Revocation,
     ) -> Result<ReleaseOutcome, Error> {
         let mut groups = self.groups();
-        let now = Instant::now();
+        let now = self.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -323,7 +354,7 @@ impl LeaseStore for MemoryStore {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let mut groups = self.groups();
-        let now = Instant::now();
+        let now = self.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(GroupSnapshot::default());
         };
@@ -353,7 +384,7 @@ impl LeaseStore for MemoryStore {
 
     /// The groups with a live slot (an idle group is forgotten).
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
-        let now = Instant::now();
+        let now = self.now();
         let groups = self.groups();
         let mut keys: Vec<String> = groups
             .by_key

@@ -341,8 +341,10 @@ async fn observer(world: Arc<World>, who: String, store: SharedStore, stop: Canc
     }
 }
 
-/// An operator: every so often revokes a live slot at its holder's expiry, which must never
-/// let two holders act at once.
+/// An operator: every so often, while the faults last, revokes a live slot at its holder's
+/// expiry, which must never let two holders act at once. (After the faults, revocations
+/// would keep the group or a partition from ever being led again: each leaves a slot held
+/// by nobody until it lapses.)
 async fn operator(
     world: Arc<World>,
     who: String,
@@ -356,6 +358,9 @@ async fn operator(
             biased;
             () = stop.cancelled() => return,
             () = sleep(pause) => {}
+        }
+        if !world.faults_on() {
+            continue;
         }
         let key = match world.draw(|rng| rng.below(u64::from(timing.partitions) + 1)) {
             0 => format!("leader:{GROUP}"),

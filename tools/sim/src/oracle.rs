@@ -8,6 +8,10 @@
 //! - fences strictly increase over every grant of a group (the same token answered again
 //!   gets its own fence back);
 //! - an observer names only slots the store granted, to the holder it granted them to.
+//!
+//! A believer whose lease the store last confirmed before its clock stepped ahead or it
+//! lost its data is excused the first rule: no client can keep a slot the store dropped
+//! early, and its fence, lower than every later grant's, is what protects it then.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -26,6 +30,9 @@ pub struct Oracle {
     grants: BTreeMap<String, Grants>,
     violations: Vec<String>,
     checks: u64,
+    /// When the store's clock stepped ahead or it lost its data: a lease confirmed before
+    /// may have lost its slot before its local deadline.
+    breaks: Vec<Duration>,
 }
 
 /// A lease some candidate may act on.
@@ -133,17 +140,29 @@ impl Oracle {
         self.checks += 1;
         self.believers.retain(|b| b.blind || b.belief.live_fence().is_some());
         let mut snapshots: BTreeMap<String, GroupSnapshot> = BTreeMap::new();
-        let mut fences: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        let mut tokens: BTreeMap<String, Vec<LeaseToken>> = BTreeMap::new();
         let mut found = Vec::new();
         for believer in &self.believers {
             let lease = believer.belief.lease();
+            let confirmed = at.saturating_sub(lease.since_confirmed());
+            if self.breaks.iter().any(|broke| *broke >= confirmed) {
+                continue; // its fence protects it; fences are checked at every grant
+            }
             let key = lease.key();
             let snapshot = snapshots.entry(key.to_owned()).or_insert_with(|| read(store, key));
             let fence = lease.fence();
-            let held = snapshot
-                .leaders
-                .iter()
-                .any(|slot| slot.fence == fence && slot.holder == lease.holder());
+            // Its slot, or one the store granted later to a request of its own token (sent
+            // before, answered late) after the store lost the first: its renewals keep
+            // that one, and its own fence, lower, is still below every other holder's.
+            let granted = self.grants.get(key);
+            let held = snapshot.leaders.iter().any(|slot| {
+                slot.holder == lease.holder()
+                    && (slot.fence == fence
+                        || slot.fence > fence
+                            && granted
+                                .and_then(|grants| grants.by_fence.get(&slot.fence))
+                                .is_some_and(|(_, token)| *token == lease.token()))
+            });
             if !held {
                 let live: Vec<String> =
                     snapshot.leaders.iter().map(|s| format!("{}#{}", s.holder, s.fence)).collect();
@@ -153,17 +172,25 @@ impl Oracle {
                     believer.who
                 ));
             }
-            fences.entry(key.to_owned()).or_default().insert(fence);
+            let believers = tokens.entry(key.to_owned()).or_default();
+            if !believers.contains(&lease.token()) {
+                believers.push(lease.token());
+            }
         }
-        for (key, fences) in fences {
+        for (key, tokens) in tokens {
             let max = snapshots[&key].max_leaders.unwrap_or(0) as usize;
-            if fences.len() > max {
-                found.push(format!("{at:?}: {} believers of {key}, of {max} slots", fences.len()));
+            if tokens.len() > max {
+                found.push(format!("{at:?}: {} believers of {key}, of {max} slots", tokens.len()));
             }
         }
         for message in found {
             self.violate(message);
         }
+    }
+
+    /// The store's clock stepped ahead, or the store lost its data, at `at`.
+    pub fn record_break(&mut self, at: Duration) {
+        self.breaks.push(at);
     }
 
     /// Checks what observer `who` reported of a group.

@@ -12,7 +12,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use crate::actors::{GROUP, Kind, Running, SET, Timing};
 use crate::oracle::read;
 use crate::rng::Rng;
-use crate::world::{Mutant, World};
+use crate::world::{Mutant, StoreFault, World};
 
 /// What one run found.
 #[derive(Debug)]
@@ -55,6 +55,9 @@ struct Plan {
     fault_window: Duration,
     candidates: Vec<(Kind, String)>,
     events: Vec<(Duration, usize, Action)>,
+    /// The store's own faults, in the first six leases of the window (so the leases they
+    /// cut short run out before the faults end).
+    store_faults: Vec<(Duration, StoreFault)>,
 }
 
 impl Plan {
@@ -96,16 +99,48 @@ impl Plan {
             events.push((at, index, action));
         }
         events.sort_by_key(|(at, ..)| *at);
-        Plan { timing, command_timeout, fault_window, candidates, events }
+        let mut store_faults = Vec::new();
+        let faults =
+            if mutant == Some(Mutant::FencesResetWithData) { 1 } else { rng.between(0, 2) };
+        for _ in 0..faults {
+            let at = rng.millis(0, 6 * lease.as_millis() as u64);
+            let step = lease * rng.pick(&[1, 5, 10, 30]) / 10;
+            let fault = match rng.below(3) {
+                _ if mutant == Some(Mutant::FencesResetWithData) => StoreFault::LoseData,
+                0 => StoreFault::StepAhead(step),
+                1 => StoreFault::StepBack(step.min(lease)),
+                _ => StoreFault::LoseData,
+            };
+            store_faults.push((at, fault));
+        }
+        store_faults.sort_by_key(|(at, _)| *at);
+        Plan { timing, command_timeout, fault_window, candidates, events, store_faults }
+    }
+
+    /// How much longer the store's slots last because its clock stepped back.
+    fn stepped_back(&self) -> Duration {
+        self.store_faults
+            .iter()
+            .map(|(_, fault)| match fault {
+                StoreFault::StepBack(by) => *by,
+                _ => Duration::ZERO,
+            })
+            .sum()
     }
 
     /// How long after the faults end every partition and the group must be led again: the
     /// late answers of the fault window (twice the command timeout), the slots of killed
     /// candidates running out (a lease), a lease for a hand-over, the candidates' longest
-    /// pause after store failures (1 s) and the longest retry interval (half a lease).
+    /// pause after store failures (1 s) and the longest retry interval (half a lease), and
+    /// as long again as the store's clock stepped back (a killed holder's slot lasts that
+    /// much longer).
     fn recovery_bound(&self) -> Duration {
         let lease = self.timing.lease;
-        2 * self.command_timeout + 2 * lease + Duration::from_secs(1) + lease / 2
+        2 * self.command_timeout
+            + 2 * lease
+            + Duration::from_secs(1)
+            + lease / 2
+            + self.stepped_back()
     }
 }
 
@@ -156,12 +191,13 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
         "sim",
         format_args!(
             "seed {seed}: {timing:?}, command timeout {:?}, {} ‰ of calls faulted, clocks \
-             {} ppm slow, {} candidates, events {:?}",
+             {} ppm slow, {} candidates, events {:?}, the store's faults {:?}",
             plan.command_timeout,
             world.fault_rate,
             world.slow_clock_ppm,
             plan.candidates.len(),
-            plan.events
+            plan.events,
+            plan.store_faults
         ),
     );
     let start = Instant::now();
@@ -188,6 +224,15 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
         }
     });
 
+    let store_faults = tokio::spawn({
+        let (world, faults) = (Arc::clone(&world), plan.store_faults.clone());
+        async move {
+            for (at, fault) in faults {
+                sleep_until(start + at).await;
+                world.break_store(fault);
+            }
+        }
+    });
     for (at, index, action) in &plan.events {
         sleep_until(start + *at).await;
         let seat = &mut seats[*index];
@@ -207,6 +252,7 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
         }
     }
     sleep_until(start + plan.fault_window).await;
+    store_faults.await.expect("the store's faults are applied");
     world.end_faults();
     for seat in seats.iter_mut().filter(|seat| seat.running.is_none()) {
         seat.start(&world, timing);
@@ -222,7 +268,8 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
 
     // The slots of candidates killed in the fault window lapse by then (a kill is a crash:
     // nothing gives them back), as do the grants of requests held past their callers.
-    sleep_until(start + plan.fault_window + timing.lease + 3 * plan.command_timeout).await;
+    let lapsed = timing.lease + 3 * plan.command_timeout + plan.stepped_back();
+    sleep_until(start + plan.fault_window + lapsed).await;
     for seat in &mut seats {
         if let Some(running) = seat.running.take()
             && !running.stop(&world, 4 * timing.lease).await

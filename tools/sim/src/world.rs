@@ -29,17 +29,21 @@ pub enum Mutant {
     /// The candidates' clocks run 2% slower than the store's: beyond what a lease's local
     /// deadline allows for (0.1%).
     ClockBeyondAllowance,
+    /// A store that loses its data loses its fence counter too, and counts again from
+    /// zero: fences go back.
+    FencesResetWithData,
 }
 
 impl Mutant {
     /// Every variant, in the order the tests try them.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 7] = [
         Mutant::ActPastDeadline,
         Mutant::RenewPastExpiry,
         Mutant::ReleaseAnyToken,
         Mutant::PartitionWithoutGrant,
         Mutant::ObserverSeesPending,
         Mutant::ClockBeyondAllowance,
+        Mutant::FencesResetWithData,
     ];
 
     /// The variant's name on the command line.
@@ -51,6 +55,7 @@ impl Mutant {
             Mutant::PartitionWithoutGrant => "partition-without-grant",
             Mutant::ObserverSeesPending => "observer-sees-pending",
             Mutant::ClockBeyondAllowance => "clock-beyond-allowance",
+            Mutant::FencesResetWithData => "fences-reset-with-data",
         }
     }
 
@@ -58,6 +63,20 @@ impl Mutant {
     pub fn by_name(name: &str) -> Option<Mutant> {
         Mutant::ALL.into_iter().find(|mutant| mutant.name() == name)
     }
+}
+
+/// A fault of the store itself, on the plan's schedule.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreFault {
+    /// The store's clock steps this far ahead: every slot live then expires that much
+    /// sooner, before its holder's local deadline (which no allowance covers).
+    StepAhead(Duration),
+    /// The store's clock steps this far back: every slot live then lasts that much longer.
+    StepBack(Duration),
+    /// The store restarts without its data: every slot is gone, and fences keep
+    /// increasing (as the stores promise across a restart; not in
+    /// [`Mutant::FencesResetWithData`]).
+    LoseData,
 }
 
 /// One run's shared state.
@@ -179,6 +198,24 @@ impl World {
     /// The oracle, for a check or a record.
     pub fn oracle(&self) -> std::sync::MutexGuard<'_, Oracle> {
         self.oracle.lock().unwrap()
+    }
+
+    /// Applies `fault` to the store now. From a step ahead or a loss of data on, the
+    /// oracle excuses a believer whose lease the store last confirmed before it: its slot
+    /// may be gone before its local deadline, which only its fence still protects.
+    pub fn break_store(&self, fault: StoreFault) {
+        self.log("sim", format_args!("the store: {fault:?}"));
+        match fault {
+            StoreFault::StepAhead(by) => self.store.__step_clock(by, true),
+            StoreFault::StepBack(by) => self.store.__step_clock(by, false),
+            StoreFault::LoseData => {
+                self.store.__lose_data(self.mutant != Some(Mutant::FencesResetWithData));
+            }
+        }
+        if !matches!(fault, StoreFault::StepBack(_)) {
+            self.oracle().record_break(self.elapsed());
+        }
+        self.check();
     }
 
     /// Checks every believer against the store now.
