@@ -4,8 +4,9 @@
 Most of the suite waits on real servers (redis-server, PostgreSQL, etcd members) and on
 wall-clock pauses, one binary after another, while the CPU idles; this runs several binaries
 at once, each exactly as `cargo test` would (the same executable, its package's directory,
-cargo's runtime variables), the longest first; then the CPU-bound ones (`CPU_BOUND`) and
-the doctests, side by side, so no suite that times a real server waits on a starved CPU.
+cargo's runtime variables), the longest first. Beside them, on the idle CPU, run the
+CPU-bound ones (`CPU_BOUND`) and the doctests, two at a time, at the lowest priority (nice
+19), so no suite that times a real server waits on a starved CPU.
 
     tools/run_tests.py [--jobs N] [--no-doc] [--again NAME --again-env VAR=VALUE ...]
                        [CARGO_ARGS...] [-- FILTER...]
@@ -14,6 +15,9 @@ CARGO_ARGS select what to build (`--workspace --all-features`, `--test redis_sto
 FILTER goes to every test binary, as `cargo test`'s trailing arguments do. Each binary named
 by `--again` runs a second time, in the same pool, with the `--again-env` variables set (the
 Redis suites on Valkey, say), reported as NAME@again.
+
+LEADER_TEST_BESIDE names a shell command (CI's other checks) to run once the tests are
+built, beside them at the lowest priority like the CPU-bound ones, reported as `beside`.
 
 Each binary's output goes to target/test-logs/<binary>.log and is printed whole as it ends;
 at the end a table of durations and one line `N passed, N failed`. Exit status 1 if any test
@@ -35,7 +39,9 @@ LOGS = ROOT / "target" / "test-logs"
 # The slowest binaries, started first so they do not finish last alone (seconds measured on
 # the two-core CI machine; the others take a few seconds each).
 SLOW_FIRST = [
-    "scenarios",
+    "scenarios_redis",
+    "scenarios_pg_etcd",
+    "scenarios_modes",
     "etcd_store",
     "postgres_store",
     "etcd_faults",
@@ -45,10 +51,11 @@ SLOW_FIRST = [
     "postgres_hostile",
 ]
 # The binaries that keep the CPU busy (a compiler: trybuild's UI tests; the simulation's
-# seeds), run after the others, side by side, with the doctests (rustdoc compiles them):
-# beside them, the suites that time real servers and leases starved (partitions_liveness
-# missed its bounds on Redis and etcd while the UI tests compiled).
+# seeds), run beside the others with the doctests (rustdoc compiles them), at nice 19: at
+# the same priority, the suites that time real servers and leases starved beside them
+# (partitions_liveness missed its bounds on Redis and etcd while the UI tests compiled).
 CPU_BOUND = ["ui", "seeds"]
+LOWEST_PRIORITY = 19
 SYSROOT_LIB = subprocess.run(["rustc", "--print", "target-libdir"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed")
 
@@ -74,9 +81,14 @@ def build(cargo_args):
     return binaries
 
 
-def run_one(name, executable, package_dir, filter_args, extra_env=None):
-    """Runs one binary as cargo test would, with `extra_env` set; returns (name, seconds,
-    passed, failed, ok, log)."""
+def lowest_priority():
+    """In a child before it runs: yield the CPU to every other process."""
+    os.nice(LOWEST_PRIORITY)
+
+
+def run_one(name, executable, package_dir, filter_args, extra_env=None, niced=False):
+    """Runs one binary as cargo test would, with `extra_env` set (`niced`: at the lowest
+    priority); returns (name, seconds, passed, failed, ok, log)."""
     log = LOGS / f"{name}-{Path(executable).name}.log"
     env = dict(os.environ)
     env.update(extra_env or {})
@@ -89,7 +101,14 @@ def run_one(name, executable, package_dir, filter_args, extra_env=None):
     env["LD_LIBRARY_PATH"] = ":".join(libraries)
     began = time.monotonic()
     with open(log, "w") as out:
-        status = subprocess.run([executable, *filter_args], cwd=package_dir, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            [executable, *filter_args],
+            cwd=package_dir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lowest_priority if niced else None,
+        ).returncode
     seconds = time.monotonic() - began
     passed = failed = 0
     text = log.read_text(errors="replace")
@@ -102,16 +121,26 @@ def run_one(name, executable, package_dir, filter_args, extra_env=None):
 
 
 def run_doctests(cargo_args, filter_args):
-    """The doctests, through cargo (rustdoc compiles them)."""
+    """The doctests, through cargo (rustdoc compiles them), at the lowest priority."""
     log = LOGS / "doctests.log"
     began = time.monotonic()
     command = ["cargo", "test", "--doc", *cargo_args, "--", *filter_args]
     with open(log, "w") as out:
-        status = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lowest_priority).returncode
     text = log.read_text(errors="replace")
     passed = sum(int(m.group(1)) for m in map(RESULT.match, text.splitlines()) if m)
     failed = sum(int(m.group(2)) for m in map(RESULT.match, text.splitlines()) if m)
     return "doctests", time.monotonic() - began, passed, failed, status == 0, text
+
+
+def run_beside(command):
+    """`command`, a shell command, at the lowest priority."""
+    log = LOGS / "beside.log"
+    began = time.monotonic()
+    with open(log, "w") as out:
+        status = subprocess.run(command, shell=True, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lowest_priority).returncode
+    text = log.read_text(errors="replace")
+    return "beside", time.monotonic() - began, 0, 0, status == 0, text
 
 
 def main():
@@ -154,12 +183,15 @@ def main():
 
     timed = [b for b in binaries if b[0] not in CPU_BOUND]
     busy = [b for b in binaries if b[0] in CPU_BOUND]
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        report([pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in timed])
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in busy]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool, ThreadPoolExecutor(max_workers=2) as niced:
+        futures = []
+        beside = os.environ.get("LEADER_TEST_BESIDE")
+        if beside:
+            futures.append(niced.submit(run_beside, beside))
+        futures += [niced.submit(run_one, name, exe, directory, args.filter, env, True) for name, exe, directory, env in busy]
         if not args.no_doc:
-            futures.append(pool.submit(run_doctests, args.cargo_args, args.filter))
+            futures.append(niced.submit(run_doctests, args.cargo_args, args.filter))
+        futures += [pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in timed]
         report(futures)
     print(f"==== durations (wall clock {time.monotonic() - began:.0f} s, {args.jobs} at a time)")
     for name, seconds, passed, failed, ok in sorted(results, key=lambda r: -r[1]):
