@@ -94,7 +94,7 @@ fn fences_increase(log: &Log) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nodes_share_the_partitions_and_hand_them_over_gracefully() {
     let store = MemoryStore::new();
     let lease = Duration::from_secs(2);
@@ -146,7 +146,7 @@ async fn nodes_share_the_partitions_and_hand_them_over_gracefully() {
 }
 
 /// A partition's work holds a hand-over back until it drops its handle (or the grace ends).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_handover_waits_for_the_work_to_drop_its_handle() {
     let store = MemoryStore::new();
     let options = |holder| {

@@ -39,9 +39,7 @@ LOGS = ROOT / "target" / "test-logs"
 # The slowest binaries, started first so they do not finish last alone (seconds measured on
 # the two-core CI machine; the others take a few seconds each).
 SLOW_FIRST = [
-    "scenarios_redis",
-    "scenarios_pg_etcd",
-    "scenarios_modes",
+    "scenarios",
     "etcd_store",
     "postgres_store",
     "etcd_faults",

@@ -113,11 +113,8 @@ impl Cli {
                         (redis://, postgres://, etcd://)"
                 .into());
         }
-        if !cfg!(feature = "etcd") && leader::store::store_kind_of(&self.url) == Some("etcd") {
-            return Err("this `leader` was built without etcd: install it with `cargo install \
-                        --path leader-cli --features etcd` (building the etcd client needs \
-                        protoc; Debian: apt install protobuf-compiler)"
-                .into());
+        if let Some(refusal) = refused_without_etcd(&self.url, cfg!(feature = "etcd")) {
+            return Err(refusal.into());
         }
         let mut builder = leader::store::builder(&self.url).command_timeout(self.command_timeout);
         if let Some(path) = &self.ca_file {
@@ -141,5 +138,31 @@ impl Cli {
     /// The store key of `group`.
     pub fn key(&self, group: &str) -> Result<String, Failure> {
         Ok(self.keys().resolve(group)?)
+    }
+}
+
+/// Why a `leader` built without etcd (`etcd_built_in` false) cannot use `url`, if it is an
+/// etcd URL: what to install instead.
+fn refused_without_etcd(url: &str, etcd_built_in: bool) -> Option<&'static str> {
+    (!etcd_built_in && leader::store::store_kind_of(url) == Some("etcd")).then_some(
+        "this `leader` was built without etcd: install it with `cargo install --path \
+         leader-cli --features etcd` (building the etcd client needs protoc; Debian: apt \
+         install protobuf-compiler)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_without_etcd;
+
+    /// Built without etcd (its client needs protoc to build), the CLI says how to get it
+    /// (tests/cli.rs runs the binary so built, where the feature is off).
+    #[test]
+    fn an_etcd_url_without_etcd_built_in_says_how_to_install_it() {
+        let refusal = refused_without_etcd("etcd://127.0.0.1:2379", false).unwrap();
+        assert!(refusal.contains("built without etcd"), "{refusal}");
+        assert!(refusal.contains("cargo install --path leader-cli --features etcd"), "{refusal}");
+        assert_eq!(refused_without_etcd("etcd://127.0.0.1:2379", true), None);
+        assert_eq!(refused_without_etcd("redis://127.0.0.1:6379", false), None);
     }
 }
