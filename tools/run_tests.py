@@ -6,7 +6,8 @@ wall-clock pauses, one binary after another, while the CPU idles; this runs seve
 at once, each exactly as `cargo test` would (the same executable, its package's directory,
 cargo's runtime variables), the longest first. Beside them, on the idle CPU, run the
 CPU-bound ones (`CPU_BOUND`) and the doctests, two at a time, at the lowest priority (nice
-19), so no suite that times a real server waits on a starved CPU.
+19), so no suite that times a real server waits on a starved CPU; they start once the
+suites nice does not shield (`QUIET`) have ended.
 
     tools/run_tests.py [--jobs N] [--no-doc] [--again NAME --again-env VAR=VALUE ...]
                        [CARGO_ARGS...] [-- FILTER...]
@@ -31,7 +32,7 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,7 @@ LOGS = ROOT / "target" / "test-logs"
 # the two-core CI machine; the others take a few seconds each).
 SLOW_FIRST = [
     "scenarios",
+    "partitions_liveness",
     "etcd_store",
     "postgres_store",
     "etcd_faults",
@@ -54,6 +56,10 @@ SLOW_FIRST = [
 # (partitions_liveness missed its bounds on Redis and etcd while the UI tests compiled).
 CPU_BOUND = ["ui", "seeds"]
 LOWEST_PRIORITY = 19
+# Suites that time thousands of leases in one busy process: nice 19 does not shield them
+# (partitions_liveness missed its etcd bound in 1 of 2 runs beside the seeds at nice 19),
+# so they start first and the CPU-bound ones only once they have ended.
+QUIET = ["partitions_liveness"]
 SYSROOT_LIB = subprocess.run(["rustc", "--print", "target-libdir"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed")
 
@@ -182,14 +188,14 @@ def main():
     timed = [b for b in binaries if b[0] not in CPU_BOUND]
     busy = [b for b in binaries if b[0] in CPU_BOUND]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool, ThreadPoolExecutor(max_workers=2) as niced:
-        futures = []
+        futures = [pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in timed]
+        wait([future for future, binary in zip(futures, timed) if binary[0] in QUIET])
         beside = os.environ.get("LEADER_TEST_BESIDE")
         if beside:
             futures.append(niced.submit(run_beside, beside))
         futures += [niced.submit(run_one, name, exe, directory, args.filter, env, True) for name, exe, directory, env in busy]
         if not args.no_doc:
             futures.append(niced.submit(run_doctests, args.cargo_args, args.filter))
-        futures += [pool.submit(run_one, name, exe, directory, args.filter, env) for name, exe, directory, env in timed]
         report(futures)
     print(f"==== durations (wall clock {time.monotonic() - began:.0f} s, {args.jobs} at a time)")
     for name, seconds, passed, failed, ok in sorted(results, key=lambda r: -r[1]):

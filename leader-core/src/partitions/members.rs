@@ -163,7 +163,7 @@ impl Node {
         }
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
         let (token, held, aside) =
-            (self.membership.token, self.membership.fence.is_some(), self.aside.is_some());
+            (self.membership.token, self.membership.fence.is_some(), self.aside);
         async move {
             let announced = match (held, aside) {
                 (true, _) => Announced::Kept,
@@ -210,10 +210,8 @@ impl Node {
             }
         };
         // An announcement made in the loop is checked at the first read that succeeds.
-        let announced_now = match std::mem::take(&mut self.membership.unchecked) {
-            true => self.membership.fence,
-            false => None,
-        };
+        let unchecked = std::mem::take(&mut self.membership.unchecked);
+        let announced_now = if unchecked { self.membership.fence } else { None };
         if let Some(next) = self.stand_aside_if_refused(&group, announced_now) {
             return next;
         }
@@ -262,20 +260,22 @@ impl Node {
             let previous = self.membership.previous;
             let refusal = earlier_disagreement(&settings, group, fence, previous)?;
             tracing::error!(set = %settings.name, error = %refusal, "an earlier live node disagrees with this one: it stands aside, owning nothing, until that node is gone");
-            self.aside = Some(refusal);
+            self.aside = true;
             let withdrawal = self.membership.withdrawal(&self.store, &settings);
             self.handovers.spawn(withdrawal);
             self.follow_nobody();
             return Some(None);
         }
-        self.aside.as_ref()?;
+        if !self.aside {
+            return None;
+        }
         // Standing aside, the node has no announcement: every live node is earlier.
         let previous = self.membership.previous;
         if earlier_disagreement(&settings, group, u64::MAX, previous).is_some() {
             return Some(None);
         }
         tracing::info!(set = %settings.name, "the node this one stood aside for is gone; announcing it");
-        self.aside = None;
+        self.aside = false;
         Some(Some(Instant::now()))
     }
 

@@ -103,9 +103,9 @@ pub(crate) struct Node {
     /// Cancelled when the node stops: the releases it tries again until then give up (each
     /// goes on in the background, for a while, from its guard).
     pub(super) stopping: CancellationToken,
-    /// Why the node stands aside, owning nothing: announced (again) in its loop, it met an
-    /// earlier live node it disagrees with (see `Node::stand_aside_if_refused`).
-    pub(super) aside: Option<Error>,
+    /// Whether the node stands aside, owning nothing: announced (again) in its loop, it met
+    /// an earlier live node it disagrees with (see `Node::stand_aside_if_refused`).
+    pub(super) aside: bool,
 }
 
 impl Node {
@@ -131,7 +131,7 @@ impl Node {
             next_deadline: Instant::now(),
             view_stale: true,
             stopping: CancellationToken::new(),
-            aside: None,
+            aside: false,
         })
     }
 

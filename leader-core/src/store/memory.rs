@@ -48,8 +48,6 @@ struct Inner {
     watchers: Arc<Watchers>,
     origin: Instant,
     epoch: SystemTime,
-    /// How far the store's clock was stepped ahead and back (`__step_clock`).
-    steps: Mutex<(Duration, Duration)>,
 }
 
 /// The groups in use, and the store's fence counter.
@@ -59,6 +57,8 @@ struct Groups {
     last_fence: u64,
     /// When the last sweep was, and how many groups it kept.
     last_sweep: Option<(Instant, usize)>,
+    /// How far the store's clock was stepped ahead and back (`__step_clock`).
+    clock_steps: (Duration, Duration),
 }
 
 /// A new group sweeps the store (forgets every group without live slots) when
@@ -100,7 +100,6 @@ impl MemoryStore {
                 watchers: Arc::default(),
                 origin: Instant::now(),
                 epoch: SystemTime::now(),
-                steps: Mutex::default(),
             }),
         }
     }
@@ -111,19 +110,12 @@ impl MemoryStore {
         self.inner.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The store's clock: tokio's, as stepped by `__step_clock`.
-    fn now(&self) -> Instant {
-        let (ahead, behind) = *self.inner.steps.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now() + ahead;
-        now.checked_sub(behind).unwrap_or(now)
-    }
-
     /// Steps the store's clock `by` ahead (`ahead`) or back, as an operator or NTP stepping
     /// a server's clock would: every expiry then falls that much sooner (or later) in real
     /// time. For the simulation (`tools/sim`); not a public API.
     #[doc(hidden)]
     pub fn __step_clock(&self, by: Duration, ahead: bool) {
-        let mut steps = self.inner.steps.lock().unwrap_or_else(|p| p.into_inner());
+        let steps = &mut self.groups().clock_steps;
         if ahead { steps.0 += by } else { steps.1 += by }
     }
 
@@ -152,6 +144,13 @@ impl MemoryStore {
 }
 
 impl Groups {
+    /// The store's clock: tokio's, as stepped by `__step_clock` (read under the lock).
+    fn now(&self) -> Instant {
+        let (ahead, behind) = self.clock_steps;
+        let now = Instant::now() + ahead;
+        now.checked_sub(behind).unwrap_or(now)
+    }
+
     /// The group at `key` with its expired slots dropped, if it is in use.
     fn live(&mut self, key: &str, now: Instant) -> Option<&mut Group> {
         let group = self.by_key.get_mut(key)?;
@@ -216,8 +215,8 @@ impl LeaseStore for MemoryStore {
         let mut groups = self.groups();
         // The store's clock is read under the lock, as a script reads TIME: operations
         // are ordered by the lock, and so are the times they see.
-        let now = self.now();
-        let Groups { by_key, last_fence, last_sweep } = &mut *groups;
+        let now = groups.now();
+        let Groups { by_key, last_fence, last_sweep, .. } = &mut *groups;
         let group = Groups::entry(by_key, last_sweep, request.key, max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
@@ -272,7 +271,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<RenewOutcome, Error> {
         crate::duration::positive("lease_time", lease_time)?;
         let mut groups = self.groups();
-        let now = self.now();
+        let now = groups.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(RenewOutcome::NotHeld);
         };
@@ -296,7 +295,7 @@ impl LeaseStore for MemoryStore {
     ) -> Result<ReleaseOutcome, Error> {
         crate::duration::within_limit("min_lease_time", min_lease_time)?;
         let mut groups = self.groups();
-        let now = self.now();
+        let now = groups.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -324,7 +323,7 @@ impl LeaseStore for MemoryStore {
         how: Revocation,
     ) -> Result<ReleaseOutcome, Error> {
         let mut groups = self.groups();
-        let now = self.now();
+        let now = groups.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -354,7 +353,7 @@ impl LeaseStore for MemoryStore {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         let mut groups = self.groups();
-        let now = self.now();
+        let now = groups.now();
         let Some(group) = groups.live(key, now) else {
             return Ok(GroupSnapshot::default());
         };
@@ -384,8 +383,8 @@ impl LeaseStore for MemoryStore {
 
     /// The groups with a live slot (an idle group is forgotten).
     async fn list_groups(&self, prefix: &str, suffix: &str) -> Result<Vec<String>, Error> {
-        let now = self.now();
         let groups = self.groups();
+        let now = groups.now();
         let mut keys: Vec<String> = groups
             .by_key
             .iter()
