@@ -31,4 +31,12 @@ mod docs {
     #[cfg(feature = "macros")]
     #[doc = include_str!("../docs/macros.md")]
     struct Macros;
+    // The macros' own pages (leader-macros runs no doctests: they need this crate, which
+    // as its dev-dependency would build again, with its stores, for the compiler's host).
+    #[cfg(feature = "macros")]
+    #[doc = include_str!("../leader-macros/docs/leader_election.md")]
+    struct LeaderElectionMacro;
+    #[cfg(feature = "macros")]
+    #[doc = include_str!("../leader-macros/docs/leader_group_election.md")]
+    struct LeaderGroupElectionMacro;
 }
