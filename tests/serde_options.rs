@@ -190,6 +190,19 @@ handover_grace = "20s""#,
     for (error, expected) in cases {
         assert!(error.contains(expected), "{error:?} does not mention {expected:?}");
     }
+    // An unknown key's list of what is allowed has the shared times (and a group's
+    // `max_leaders`), which are read apart from the other keys.
+    for (error, allowed) in [
+        (load_error::<PartitionOptions>("lease = 1"), ["weight", "lease_time", "retry_interval"]),
+        (
+            load_error::<LeaderGroupElectionOptions>("max_leaders = 2\nlease = 1"),
+            ["wait_time", "renew_interval", "max_leaders"],
+        ),
+    ] {
+        for key in allowed {
+            assert!(error.contains(&format!("`{key}`")), "{error:?} does not list `{key}`");
+        }
+    }
 }
 
 /// A value that is wrong by itself is reported at its key (line and column of the value),

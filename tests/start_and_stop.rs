@@ -158,7 +158,8 @@ async fn a_partitions_node_over_a_disabled_store_follows_when_uncoordinated() {
     assert_eq!(revoked, 4);
 }
 
-/// `Partitions::stop` takes `&self`, like `Leadership::stop`: a second call is `Ok` at once.
+/// `Partitions::stop` takes `&self`, like `Leadership::stop`: a second call, after the
+/// first, is `Ok` at once (one made while the first waits: `tests/partitions.rs`).
 #[tokio::test(start_paused = true)]
 async fn a_partitions_node_stops_once() {
     let node =

@@ -332,8 +332,62 @@ pub(crate) mod config {
                 return Ok(Key::Taken(index));
             }
             let seed = self.seed.take().expect("a key is handed on once");
-            seed.deserialize(StrDeserializer::<E>::new(key)).map(Key::Theirs)
+            match seed.deserialize(StrDeserializer::<KeyError>::new(key)) {
+                Ok(value) => Ok(Key::Theirs(value)),
+                // The derive knows only its own keys: the ones taken out here are allowed too.
+                Err(KeyError::Unknown { key, expected }) => {
+                    Err(E::unknown_field(&key, with_taken(expected, self.taken)))
+                }
+                Err(KeyError::Other(message)) => Err(E::custom(message)),
+            }
         }
+    }
+
+    /// An error of the derive's key, kept apart so that an unknown key's list of what is
+    /// expected can be completed.
+    #[derive(Debug)]
+    enum KeyError {
+        Unknown { key: String, expected: &'static [&'static str] },
+        Other(String),
+    }
+
+    impl fmt::Display for KeyError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                KeyError::Unknown { key, .. } => write!(f, "unknown field `{key}`"),
+                KeyError::Other(message) => f.write_str(message),
+            }
+        }
+    }
+
+    impl std::error::Error for KeyError {}
+
+    impl de::Error for KeyError {
+        fn custom<T: fmt::Display>(message: T) -> Self {
+            KeyError::Other(message.to_string())
+        }
+
+        fn unknown_field(key: &str, expected: &'static [&'static str]) -> Self {
+            KeyError::Unknown { key: key.to_owned(), expected }
+        }
+    }
+
+    /// `expected` and `taken`, as one list that lives as long as the program: each list is
+    /// made once (a handful: one per options type and wrapper), so an error costs no leak.
+    fn with_taken(
+        expected: &'static [&'static str],
+        taken: &'static [&'static str],
+    ) -> &'static [&'static str] {
+        static MADE: std::sync::Mutex<Vec<&'static [&'static str]>> =
+            std::sync::Mutex::new(Vec::new());
+        let all: Vec<&'static str> = expected.iter().chain(taken).copied().collect();
+        let mut made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(list) = made.iter().find(|list| **list == all.as_slice()) {
+            return list;
+        }
+        let list: &'static [&'static str] = Vec::leak(all);
+        made.push(list);
+        list
     }
 
     #[derive(Deserialize)]

@@ -15,13 +15,15 @@ use proc_macro::TokenStream;
 
 use args::Flavor;
 
-#[doc = include_str!("../docs/leader_election.md")]
+// Not when rustdoc collects doctests: the examples need `leader`, and run as its doctests.
+#[cfg_attr(not(doctest), doc = include_str!("../docs/leader_election.md"))]
 #[proc_macro_attribute]
 pub fn leader_election(attribute: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(Flavor::Single, attribute.into(), item.into()).into()
 }
 
-#[doc = include_str!("../docs/leader_group_election.md")]
+// Not when rustdoc collects doctests: the examples need `leader`, and run as its doctests.
+#[cfg_attr(not(doctest), doc = include_str!("../docs/leader_group_election.md"))]
 #[proc_macro_attribute]
 pub fn leader_group_election(attribute: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(Flavor::Group, attribute.into(), item.into()).into()

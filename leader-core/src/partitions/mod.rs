@@ -216,12 +216,14 @@ impl Partitions {
     /// released once its handles are dropped or its grace ends) and the node's announcement
     /// withdrawn, so the other nodes take its partitions at once, and waits for it. `Err`
     /// with the first release the store failed (such a partition expires by itself at the
-    /// end of its lease), or if the node's task ended abnormally. A second call returns
-    /// `Ok` at once.
+    /// end of its lease), or if the node's task ended abnormally. A second call, made
+    /// while the first waits or after it, waits for the node to have stopped too and
+    /// returns `Ok` (the first call has the failure, if any).
     pub async fn stop(&self) -> Result<(), Error> {
         self.stop.cancel();
-        let task = self.task.lock().await.take();
-        match task {
+        // Held while the task is awaited: a second call waits here until the node stopped.
+        let mut task = self.task.lock().await;
+        match task.take() {
             Some(task) => task.await.unwrap_or_else(|join| {
                 Err(Error::BackgroundTaskFailed {
                     what: format!("partitions node of set `{}`", self.name),
