@@ -195,6 +195,10 @@ async fn a_read_only_server_and_an_unreachable_one_are_transient_errors() {
 #[tokio::test]
 async fn a_paused_server_times_out_and_the_store_recovers() {
     let server = PostgresServer::start();
+    // The schema first, by a store with the default timeout: a fresh server's migration
+    // took more than the 2 s a 500 ms store allows it (four commands) in CI, beside other
+    // suites starting their servers.
+    PostgresStore::connect(&server.url()).await.unwrap();
     let store = PostgresStore::builder(server.url())
         .command_timeout(Duration::from_millis(500))
         .connect()
