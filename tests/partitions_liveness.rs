@@ -124,12 +124,11 @@ async fn a_survivor_takes_1024_partitions_within_a_lease_and_a_ttl_on_etcd() {
     let survivor = node("fleet", count, survivor_store, "survivor", lease).await;
     let halves = Duration::from_secs(20);
     let started = Instant::now();
-    let owned = || (survivor.view().owned.len(), dying.view().owned.len());
-    let half = count as usize / 2;
-    while owned() != (half, half) {
-        assert!(started.elapsed() < halves, "not half each within {halves:?}: {:?}", owned());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(halves, "the nodes own half each", || async {
+        survivor.view().owned.len() == count as usize / 2
+            && dying.view().owned.len() == count as usize / 2
+    })
+    .await;
     println!("the nodes own half each after {:?}", started.elapsed());
     proxy.set(Fault::BlackHole);
     // The dead node's session expires after a lease; each of its partitions is then granted
