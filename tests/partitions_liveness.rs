@@ -1,7 +1,7 @@
 //! Partition leases keep every partition owned: at thousands of partitions (a lone node
 //! takes them all at once; a survivor takes a dead node's within a lease, plus one TTL on
-//! etcd, however many there are), after a long etcd quorum loss, and without leaving a
-//! keep-alive stream open per stopped node.
+//! etcd, however many there are), after a long etcd quorum loss, without leaving a
+//! keep-alive stream open per stopped node, and with dozens of nodes started at once.
 
 mod support;
 
@@ -330,4 +330,34 @@ async fn a_dead_members_last_second_costs_a_few_reads_on_etcd() {
     let allowed = (took.as_millis() / (lease / 3).as_millis()) as usize + 4;
     assert!(made <= allowed, "{made} reads of the members in {took:?}, allowed {allowed}");
     survivor.stop().await.unwrap();
+}
+
+/// On etcd, 32 nodes started at once, each with a store of its own (as processes would),
+/// all join: an announcement that loses every round of its transaction to the others'
+/// (the store then answers "full" for a group with room) is retried, not reported as a
+/// full set.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_started_at_once_all_join_on_etcd() {
+    use leader::EtcdStore;
+    use support::etcd::EtcdServer;
+    let server = EtcdServer::start();
+    let mut stores = Vec::new();
+    for _ in 0..32 {
+        stores.push(EtcdStore::connect(&server.url()).await.expect("connect"));
+    }
+    let lease = Duration::from_secs(4);
+    let starts = stores.into_iter().enumerate().map(|(at, store)| async move {
+        let options = PartitionOptions::new().lease_time(lease).holder_id(format!("node-{at}"));
+        Partitions::start("crowd", 64, store, options).await
+    });
+    let mut nodes = Vec::new();
+    for (at, started) in futures_util::future::join_all(starts).await.into_iter().enumerate() {
+        nodes.push(started.unwrap_or_else(|error| panic!("node-{at} did not start: {error}")));
+    }
+    let all: Vec<&Partitions> = nodes.iter().collect();
+    until_all_owned(&all, 64, Duration::from_secs(20), "32 nodes started at once").await;
+    for node in nodes {
+        node.stop().await.unwrap();
+    }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::assignment::{Member, assigned_to, identity};
 use super::node::Node;
 use super::options::{Settings, announced};
-use crate::backoff::FIRST_PAUSE;
+use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::election::guard::SlotGuard;
 use crate::election::lease::local_deadline;
 use crate::error::Error;
@@ -63,6 +63,8 @@ enum Announced {
     Now(u64, Instant),
     /// Not made: the node stands aside for an earlier node it disagrees with.
     Aside,
+    /// Not made: the store answered "full" for a group with room (see [`announce`]).
+    Contended,
     /// The store failed.
     Failed(Error),
 }
@@ -127,13 +129,18 @@ impl Membership {
 }
 
 impl Node {
-    /// Announces the node: takes (or confirms) its slot of the members' group.
-    pub(crate) async fn announce(&mut self) -> Result<(), Error> {
-        let (fence, deadline) =
-            announce(&*self.store, &self.settings, self.membership.token).await?;
+    /// Announces the node: takes (or confirms) its slot of the members' group. `false`
+    /// when the store answered "full" for a group with room (see [`announce`]): the loop
+    /// announces the node again.
+    pub(crate) async fn announce(&mut self) -> Result<bool, Error> {
+        let Some((fence, deadline)) =
+            announce(&*self.store, &self.settings, self.membership.token).await?
+        else {
+            return Ok(false);
+        };
         self.membership.fence = Some(fence);
         self.membership.deadline = deadline;
-        Ok(())
+        Ok(true)
     }
 
     /// After the first announcement: refuses to join a set whose earlier live nodes (a
@@ -169,13 +176,14 @@ impl Node {
                 (true, _) => Announced::Kept,
                 (false, true) => Announced::Aside,
                 (false, false) => match announce(&*store, &settings, token).await {
-                    Ok((fence, deadline)) => Announced::Now(fence, deadline),
+                    Ok(Some((fence, deadline))) => Announced::Now(fence, deadline),
+                    Ok(None) => Announced::Contended,
                     Err(error) => Announced::Failed(error),
                 },
             };
             let read_at = Instant::now();
             let members = match &announced {
-                Announced::Failed(_) => Ok(GroupSnapshot::default()), // not read
+                Announced::Failed(_) | Announced::Contended => Ok(GroupSnapshot::default()), // not read
                 _ => telemetry::state(&*store, &settings.member_key).await,
             };
             Read { token, announced, read_at, members }
@@ -199,6 +207,15 @@ impl Node {
             Announced::Failed(error) => {
                 tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying");
                 return retry;
+            }
+            // Other nodes' announcements won the store's rounds: one of them is made each
+            // round, so this one is soon; after a short pause, jittered so that the losers
+            // do not meet again.
+            Announced::Contended => {
+                tracing::debug!(set = %settings.name, "the members' group was contended; announcing the node again");
+                return Some(
+                    Instant::now() + Backoff::new(FIRST_PAUSE, FIRST_PAUSE).jittered().next_pause(),
+                );
             }
             Announced::Now(..) | Announced::Kept | Announced::Aside => {}
         }
@@ -377,12 +394,14 @@ fn disagreement(settings: &Settings, holder: &str) -> Option<Error> {
 }
 
 /// Takes (or confirms) the slot of the members' group held under `token` (the node's
-/// session, too): its fence and local deadline.
+/// session, too): its fence and local deadline. `None` when the store answered "full" for
+/// a group with room, as etcd does when its transaction lost every round to other
+/// announcements or found the slot gone meanwhile: a contention, not a full set.
 async fn announce(
     store: &dyn LeaseStore,
     settings: &Settings,
     token: LeaseToken,
-) -> Result<(u64, Instant), Error> {
+) -> Result<Option<(u64, Instant)>, Error> {
     let request = AcquireRequest::new(
         &settings.member_key,
         NonZeroU32::new(MAX_MEMBERS).expect("not zero"),
@@ -394,12 +413,18 @@ async fn announce(
     let sent_at = Instant::now();
     match telemetry::acquire(store, request).await? {
         AcquireOutcome::Granted(grant) => {
-            Ok((grant.fence, local_deadline(sent_at, grant.expires_in)))
+            Ok(Some((grant.fence, local_deadline(sent_at, grant.expires_in))))
         }
-        AcquireOutcome::Full { .. } => Err(Error::SetFull {
-            set: settings.name.to_string(),
-            key: settings.member_key.clone(),
-            max_nodes: MAX_MEMBERS,
-        }),
+        AcquireOutcome::Full { .. } => {
+            let live = telemetry::state(store, &settings.member_key).await?.leaders.len();
+            if live < MAX_MEMBERS as usize {
+                return Ok(None);
+            }
+            Err(Error::SetFull {
+                set: settings.name.to_string(),
+                key: settings.member_key.clone(),
+                max_nodes: MAX_MEMBERS,
+            })
+        }
     }
 }

@@ -129,7 +129,10 @@ impl Partitions {
             // later failure is; what no retry mends (a key the store refuses, a group of
             // another size at the members' key) is the caller's.
             match node.announce().await {
-                Ok(()) => node.check_the_members().await?,
+                Ok(true) => node.check_the_members().await?,
+                Ok(false) => {
+                    tracing::info!(set = %settings.name, "the members' group was contended; announcing the node in the background");
+                }
                 Err(error) if error.is_transient() => {
                     tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "announcing the node failed; retrying in the background");
                 }
