@@ -1,1 +1,2 @@
-//! Nothing here: `tests/ui.rs` runs the macros' compile-time cases with trybuild.
+//! Nothing here: `tests/ui.rs` checks the macros' compile-time errors with trybuild, and
+//! `tests/pass.rs` runs the fn shapes they accept.

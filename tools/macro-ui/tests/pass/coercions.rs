@@ -2,7 +2,7 @@
 //! return type is the body's expected type, so coercions happen as they would without it.
 use std::fmt::Display;
 
-use leader::{leader_election, leader_group_election, LeaderRunResult, MemoryStore};
+use leader::{LeaderRunResult, MemoryStore, leader_election, leader_group_election};
 
 struct Report {
     title: String,
@@ -45,7 +45,7 @@ async fn numbers() -> &'static [u32] {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     let report = Report { title: "weekly".to_owned(), store: MemoryStore::new() };
     assert_eq!(report.title().await?, LeaderRunResult::Elected("weekly"));
     let LeaderRunResult::Elected(rendered) = render().await? else { panic!("skipped") };

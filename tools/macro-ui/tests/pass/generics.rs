@@ -1,6 +1,6 @@
 use std::fmt::Display;
 
-use leader::{leader_election, leader_group_election, LeaderRunResult, LeaseStore, MemoryStore};
+use leader::{LeaderRunResult, LeaseStore, MemoryStore, leader_election, leader_group_election};
 
 #[leader_election(name = "generic", store = store)]
 async fn generic<S: LeaseStore + 'static, T: Display>(store: S, value: T) -> String {
@@ -22,9 +22,12 @@ async fn impl_argument(value: impl Display) -> String {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     assert_eq!(generic(MemoryStore::new(), 5).await?, LeaderRunResult::Elected("5".to_owned()));
-    assert_eq!(with_where_clause(MemoryStore::new(), "ab", vec![1, 2, 3]).await?, LeaderRunResult::Elected(5));
+    assert_eq!(
+        with_where_clause(MemoryStore::new(), "ab", vec![1, 2, 3]).await?,
+        LeaderRunResult::Elected(5)
+    );
     assert_eq!(impl_argument('x').await?, LeaderRunResult::Elected("x".to_owned()));
     Ok(())
 }

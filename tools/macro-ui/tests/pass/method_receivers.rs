@@ -1,4 +1,4 @@
-use leader::{leader_election, leader_group_election, LeaderRunResult, MemoryStore};
+use leader::{LeaderRunResult, MemoryStore, leader_election, leader_group_election};
 
 struct Service {
     store: MemoryStore,
@@ -29,7 +29,7 @@ impl Service {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     let mut service = Service { store: MemoryStore::new(), runs: 0 };
     assert_eq!(service.by_ref().await?, LeaderRunResult::Elected(0));
     assert_eq!(service.by_mut().await?, LeaderRunResult::Elected(1));

@@ -1,4 +1,4 @@
-use leader::{leader_election, LeaderRunResult, MemoryStore};
+use leader::{LeaderRunResult, MemoryStore, leader_election};
 
 #[tracing::instrument]
 #[leader_election(name = "instrumented-outside", store = MemoryStore::new())]
@@ -14,7 +14,7 @@ async fn instrumented_inside(id: u32) -> u32 {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     assert_eq!(instrumented_outside(1).await?, LeaderRunResult::Elected(1));
     assert_eq!(instrumented_inside(2).await?, LeaderRunResult::Elected(2));
     Ok(())

@@ -1,4 +1,4 @@
-use leader::{leader_group_election, LeaderRunResult, MemoryStore};
+use leader::{LeaderRunResult, MemoryStore, leader_group_election};
 
 #[leader_group_election(
     name = "everything",
@@ -17,7 +17,7 @@ async fn everything() -> String {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     assert_eq!(everything().await?, LeaderRunResult::Elected("worker-1".to_owned()));
     Ok(())
 }

@@ -1,4 +1,4 @@
-use leader::{leader_election, LeaderRunResult, MemoryStore};
+use leader::{LeaderRunResult, MemoryStore, leader_election};
 
 /// Docs and attributes stay on the wrapped fn.
 #[leader_election(name = "free", store = MemoryStore::new())]
@@ -20,7 +20,7 @@ async fn returns_early(day: u32) -> Result<u32, String> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), leader::Error> {
+pub async fn main() -> Result<(), leader::Error> {
     assert_eq!(free(1).await?, LeaderRunResult::Elected("day 1".to_owned()));
     assert_eq!(returns_unit().await?, LeaderRunResult::Elected(()));
     assert_eq!(returns_early(0).await?, LeaderRunResult::Elected(Err("day zero".to_owned())));
