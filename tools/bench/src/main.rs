@@ -2,12 +2,11 @@
 //! run, on a `redis-server` it starts itself, and prints a table (or `--json`).
 //!
 //! ```text
-//! cargo run -p leader-bench --release                 # about four minutes
+//! cargo run -p leader-bench --release                 # about four minutes (--json: as JSON)
 //! cargo run -p leader-bench --release -- --quick      # shorter runs, for a smoke test
 //! cargo run -p leader-bench --release -- --name-cache # only the electors' name cache
 //! cargo run -p leader-bench --release -- --postgres-only  # only PostgresStore vs advisory locks
 //! cargo run -p leader-bench --release -- --etcd-only  # only EtcdStore vs LockClient and elections
-//! cargo run -p leader-bench --release -- --json
 //! cargo run -p leader-bench --release -- --profile leader   # W1 and W2 of one library only
 //! cargo run -p leader-bench --release -- --workloads   # only W1 and W2 of every library
 //! cargo run -p leader-bench --release -- --floor       # only the server's floor per cycle
@@ -19,6 +18,7 @@
 //! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
 //! cargo run -p leader-bench --release -- --partitions-takeover  # takeover time by count, every store
 //! cargo run -p leader-bench --release -- --partitions-moves  # moves per join, leave, rolling restart
+//! cargo run -p leader-bench --release -- --fairness  # wins and losses in a row of 20 waiters, every store
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -27,6 +27,7 @@
 mod checks;
 mod contenders;
 mod etcd;
+mod fairness;
 mod floor;
 mod heap;
 mod observe;
@@ -116,17 +117,16 @@ async fn main() {
     let period = Duration::from_secs(if quick { 1 } else { 3 });
     let samples = if quick { 30 } else { 100 };
 
-    if args.iter().any(|a| a == "--partitions-takeover") {
-        partitions_takeover::run(&|line| println!("{line}")).await;
-        return;
-    }
-    if args.iter().any(|a| a == "--partitions-moves") {
-        partitions_moves::run(&|line| println!("{line}")).await;
-        return;
-    }
-    if args.iter().any(|a| a == "--partitions-etcd") {
-        partitions_etcd::run(&|line| println!("{line}")).await;
-        return;
+    // The measurements that start servers of their own.
+    let say: &dyn Fn(String) = &|line| println!("{line}");
+    for arg in &args {
+        match arg.as_str() {
+            "--partitions-takeover" => return partitions_takeover::run(say).await,
+            "--fairness" => return fairness::run(say).await,
+            "--partitions-moves" => return partitions_moves::run(say).await,
+            "--partitions-etcd" => return partitions_etcd::run(say).await,
+            _ => {}
+        }
     }
     let server = Server::start();
     SERVER_URL.set(server.url()).unwrap();
