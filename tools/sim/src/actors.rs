@@ -9,8 +9,8 @@ use std::time::Duration;
 use leader::store::author::Layered;
 use leader::store::{Revocation, SharedStore, SlotRef};
 use leader::{
-    GroupObserver, LeaderGroupElectionOptions, LeaderGroupElector, Leadership, LeadershipOptions,
-    Lease, LeaseStore, PartitionOptions, Partitions,
+    Error, GroupObserver, LeaderGroupElectionOptions, LeaderGroupElector, Leadership,
+    LeadershipOptions, Lease, LeaseStore, PartitionOptions, Partitions,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -286,6 +286,10 @@ async fn node(
             Ok(partitions) => break partitions,
             Err(error) => {
                 world.log(&who, format_args!("start failed: {error}"));
+                if matches!(error, Error::SetFull { .. }) {
+                    // The simulated sets have a few nodes, never a full members' group.
+                    world.oracle().violate(format!("{who}: start refused as a full set: {error}"));
+                }
                 tokio::select! {
                     biased;
                     () = stop.cancelled() => return,

@@ -2,10 +2,12 @@
 //! [`StoreLayer`] of its own, which, while faults are on, draws from the seed for every call
 //! whether to answer it at once, late (before or after the store acts), lose its reply after
 //! the store acted, fail it (for now or for good), or hold it past its caller's deadline and
-//! let the store act on it afterwards. A killed candidate's calls never return. Every call
-//! the store acts on is written to the trace and followed by a check of the oracle. While
-//! faults are on, a wake-up of a candidate's or an observer's group watch may be lost too,
-//! without an error (a notification the network dropped).
+//! let the store act on it afterwards; and whether to answer an acquire "full" without
+//! reaching the store, as etcd does when its transaction lost every round to others'. A
+//! killed candidate's calls never return. Every call the store acts on is written to the
+//! trace and followed by a check of the oracle. While faults are on, a wake-up of a
+//! candidate's or an observer's group watch may be lost too, without an error (a
+//! notification the network dropped).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -71,6 +73,14 @@ impl FaultLayer {
                 _ => Fault::Delay { before: Duration::ZERO, after: rng.millis(0, third) },
             }
         })
+    }
+
+    /// Whether an acquire is answered "full" at once, without reaching the store: what etcd
+    /// answers when the acquire's transaction lost every round to others' (for a group
+    /// with room), while faults are on.
+    fn contended(&self) -> bool {
+        let world = &self.world;
+        world.faults_on() && world.draw(|rng| rng.chance(world.fault_rate) && rng.below(10) == 0)
     }
 
     /// Never returns once the candidate was killed.
@@ -160,6 +170,11 @@ impl StoreLayer for FaultLayer {
         _inner: &dyn LeaseStore,
         request: AcquireRequest<'_>,
     ) -> Result<AcquireOutcome, Error> {
+        if self.contended() {
+            self.hang_if_dead().await;
+            self.world.log(&self.who, format_args!("acquire {} -> full (contended)", request.key));
+            return Ok(AcquireOutcome::Full { nearest_expiry: Duration::from_millis(1) });
+        }
         let world = Arc::clone(&self.world);
         let who = self.who.clone();
         let (key, holder) = (request.key.to_owned(), request.holder.to_owned());
