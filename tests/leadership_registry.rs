@@ -65,6 +65,7 @@ async fn every_role_is_checked_before_any_starts() {
         .unwrap();
     let err = registry.start().await.err().unwrap();
     assert!(err.to_string().starts_with("invalid `renew_interval` 9s"), "{err}");
+    assert!(err.to_string().ends_with(" (role `broken`)"), "{err}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(store.acquires() + store.watches(), 0, "no role started");
 }

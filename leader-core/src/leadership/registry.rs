@@ -75,7 +75,8 @@ impl LeadershipRegistry {
     }
 
     /// Checks every role's options and resolved key as [`start`](Self::start) does,
-    /// touching no store: the first invalid value, or two roles that share a key, fail.
+    /// touching no store: the first invalid value (its message names the role), or two
+    /// roles that share a key, fail.
     pub fn validate(&self) -> Result<(), Error> {
         self.settings().map(drop)
     }
@@ -83,7 +84,11 @@ impl LeadershipRegistry {
     fn settings(&self) -> Result<Vec<LeadershipSettings>, Error> {
         let mut settings: Vec<LeadershipSettings> = Vec::with_capacity(self.roles.len());
         for (role, options) in &self.roles {
-            let checked = options.as_ref().unwrap_or(&self.defaults).settings(role)?;
+            let checked = options
+                .as_ref()
+                .unwrap_or(&self.defaults)
+                .settings(role)
+                .map_err(|error| naming_role(error, role))?;
             if let Some(same) = settings.iter().find(|earlier| earlier.key == checked.key) {
                 return Err(Error::RolesShareKey {
                     first: same.role.clone(),
@@ -167,5 +172,16 @@ impl Roles {
             .into_iter()
             .find(Result::is_err)
             .unwrap_or(Ok(()))
+    }
+}
+
+/// `error` with the role it belongs to named in its message, when it is an invalid option
+/// (the option's own message names the option and value, not which of the roles has it).
+fn naming_role(error: Error, role: &str) -> Error {
+    match error {
+        Error::InvalidOption { option, value, allowed } => {
+            Error::InvalidOption { option, value, allowed: format!("{allowed} (role `{role}`)") }
+        }
+        other => other,
     }
 }
