@@ -4,6 +4,10 @@
 #![cfg(feature = "postgres")]
 
 use leader_testkit::conformance;
+#[path = "postgres_store/contention.rs"]
+mod contention;
+#[path = "postgres_store/schema.rs"]
+mod schema;
 mod support;
 
 use std::time::Duration;
@@ -123,43 +127,6 @@ async fn a_grant_survives_a_failover_to_a_synchronous_standby() {
 }
 
 #[tokio::test]
-async fn a_table_of_another_shape_is_a_clear_error_and_left_alone() {
-    let server = PostgresServer::start();
-    server.psql("CREATE TABLE public.leader_slots (key text, expires_at text)");
-    let err = PostgresStore::connect(&server.url()).await.unwrap_err();
-    let message = err.to_string();
-    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
-    assert!(message.contains("public.leader_slots exists with another shape"), "{message}");
-    assert!(
-        message.contains("column `expires_at` is text, expected timestamp with time zone"),
-        "{message}"
-    );
-    assert!(message.contains("column `token` (uuid) is missing"), "{message}");
-    assert_eq!(
-        server.psql(
-            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'leader_slots'"
-        ),
-        "2"
-    );
-    assert_eq!(
-        server.psql("SELECT to_regclass('public.leader_groups') IS NULL"),
-        "t",
-        "nothing half-written"
-    );
-}
-
-#[tokio::test]
-async fn many_stores_migrating_at_once_make_one_schema() {
-    let server = PostgresServer::start();
-    let url = server.url();
-    let connects = (0..8).map(|_| PostgresStore::connect(&url));
-    for store in futures_util::future::join_all(connects).await {
-        store.unwrap();
-    }
-    assert_eq!(server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'leader_grant'"), "1");
-}
-
-#[tokio::test]
 async fn a_read_only_server_and_an_unreachable_one_are_transient_errors() {
     let server = PostgresServer::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
@@ -272,107 +239,6 @@ async fn leadership_hands_over_at_once_on_stop() {
     second.stop().await.expect("stopped");
 }
 
-#[tokio::test]
-async fn a_missing_privilege_is_a_clear_error_naming_it() {
-    let server = PostgresServer::start();
-    server.psql("CREATE ROLE reader LOGIN");
-    // PostgreSQL 15 lets only the owner create in schema public.
-    let url = format!("postgres://reader@127.0.0.1:{}/postgres", server.port);
-    let err = PostgresStore::connect(&url).await.unwrap_err();
-    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
-    assert!(!err.is_transient());
-    assert!(err.to_string().contains("permission denied for schema public (42501)"), "{err}");
-}
-
-/// A refused attempt writes nothing, even one that saw a free slot and had to wait for a
-/// grant in flight: under contention the server hands out transaction ids only to grants
-/// and releases (a row lock taken to refuse would cost one each, and WAL).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_attempts_under_contention_spend_no_transaction_ids() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-    let server = PostgresServer::start();
-    let store = PostgresStore::builder(server.url()).pool_size(16).connect().await.unwrap();
-    store.migrate().await.unwrap();
-    // Each reading spends one id itself.
-    let next_id = || server.psql("SELECT pg_current_xact_id()::text").parse::<u64>().unwrap();
-    let before = next_id();
-    let (granted, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let until = tokio::time::Instant::now() + 2 * SECOND;
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let (store, granted, refused) = (store.clone(), granted.clone(), refused.clone());
-            tokio::spawn(async move {
-                while tokio::time::Instant::now() < until {
-                    let held = token();
-                    match store.acquire(request("leader:contended", 1, held)).await.unwrap() {
-                        AcquireOutcome::Granted(_) => {
-                            granted.fetch_add(1, Relaxed);
-                            let released = store.release("leader:contended", held, Duration::ZERO);
-                            assert_eq!(released.await.unwrap(), ReleaseOutcome::Released);
-                        }
-                        _ => {
-                            refused.fetch_add(1, Relaxed);
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let spent = next_id() - before - 1;
-    let (granted, refused) = (granted.load(Relaxed), refused.load(Relaxed));
-    assert!(
-        granted > 10 && refused > granted,
-        "no contention: {granted} grants, {refused} refusals"
-    );
-    // A few ids of slack for the server's own work (an automatic ANALYZE takes one).
-    assert!(
-        spent <= 2 * granted + 5,
-        "{spent} transaction ids for {granted} grants, as many releases and {refused} refusals"
-    );
-}
-
-/// A grant made without the group's advisory lock (by hand, serialised on the group's row
-/// alone) while an acquire is between its look and its grant: the acquire's serialization
-/// failure is retried and finds the group full, never a second slot in a group of one.
-#[tokio::test]
-async fn a_grant_made_without_the_lock_in_between_is_never_a_slot_too_many() {
-    let server = std::sync::Arc::new(PostgresServer::start());
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
-    let first = token();
-    store.acquire(request("leader:mixed", 1, first)).await.unwrap();
-    store.release("leader:mixed", first, Duration::ZERO).await.unwrap();
-    // A grant by hand: the group's row locked and its fence moved, a slot inserted, and the
-    // commit held back for a moment.
-    let old_grant = {
-        let server = server.clone();
-        tokio::task::spawn_blocking(move || {
-            server.psql(
-                "BEGIN; \
-                 UPDATE leader_groups SET last_fence = last_fence + 1 WHERE key = 'leader:mixed'; \
-                 INSERT INTO leader_slots SELECT 'leader:mixed', gen_random_uuid(), 'old', \
-                   last_fence, clock_timestamp(), clock_timestamp() + interval '10 s' \
-                   FROM leader_groups WHERE key = 'leader:mixed'; \
-                 SELECT pg_sleep(2); COMMIT;",
-            )
-        })
-    };
-    support::eventually(10 * SECOND, "the grant by hand holds the group's row", || async {
-        server.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'") == "1"
-    })
-    .await;
-    let outcome = store.acquire(request("leader:mixed", 1, token())).await;
-    old_grant.await.unwrap();
-    assert!(matches!(outcome, Ok(AcquireOutcome::Full { .. })), "{outcome:?}");
-    let slots = store.state("leader:mixed").await.unwrap().leaders;
-    assert_eq!(slots.len(), 1, "{slots:?}");
-    assert_eq!(slots[0].holder, "old");
-}
-
 /// A release sends `NOTIFY` only when some store announced waiters of the group:
 /// PostgreSQL serialises every committing transaction that sent one, across the cluster,
 /// so one that nobody waits for slows every other release.
@@ -440,106 +306,7 @@ async fn a_release_nobody_waits_for_sends_no_notify() {
     assert!(late.is_err(), "a NOTIFY nobody waited for: {late:?}");
 }
 
-/// One migration mechanism: a database of an older schema version is migrated in place
-/// (its functions replaced, its slots kept), and one of a newer version is refused with an
-/// error naming both versions, rather than run with functions this build does not know.
-#[tokio::test]
-async fn older_schemas_are_migrated_and_newer_ones_refused() {
-    let server = PostgresServer::start();
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
-    let held = token();
-    assert!(matches!(
-        store.acquire(request("leader:kept", 1, held)).await.unwrap(),
-        AcquireOutcome::Granted(_)
-    ));
-    let grant = "leader_grant(text, text, text, bigint, integer, boolean)";
-    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 5'"));
-    let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates an older schema");
-    let version = server.psql(&format!("SELECT obj_description('{grant}'::regprocedure)"));
-    assert_eq!(version, "leader-core schema 8");
-    let outcome = upgraded.acquire(request("leader:kept", 1, token())).await.unwrap();
-    assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the slot was kept: {outcome:?}");
-
-    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 99'"));
-    let err = PostgresStore::connect(&server.url()).await.unwrap_err();
-    assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
-    let shown = err.to_string();
-    assert!(shown.contains("\"leader-core schema 99\", newer than this build's"), "{shown}");
-    assert!(shown.contains("\"leader-core schema 8\""), "{shown}");
-}
-
-/// In sessions that default to REPEATABLE READ (a snapshot older than the advisory lock's
-/// wait), contending acquires still never hold more than max_leaders slots at once: a stale
-/// look ends in a transient serialization failure, never a grant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn repeatable_read_sessions_never_exceed_max_leaders() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-
-    let server = PostgresServer::start();
-    PostgresStore::connect(&server.url()).await.unwrap().migrate().await.unwrap();
-    server.psql("ALTER DATABASE postgres SET default_transaction_isolation = 'repeatable read'");
-    let store = PostgresStore::builder(server.url()).pool_size(8).connect().await.unwrap();
-    let isolation = server.psql("SHOW default_transaction_isolation");
-    assert_eq!(isolation, "repeatable read");
-    let (holding, most, granted) =
-        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let until = tokio::time::Instant::now() + 2 * SECOND;
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (store, holding, most, granted) =
-                (store.clone(), holding.clone(), most.clone(), granted.clone());
-            tokio::spawn(async move {
-                while tokio::time::Instant::now() < until {
-                    let held = token();
-                    match store.acquire(request("leader:rr", 2, held)).await {
-                        Ok(AcquireOutcome::Granted(_)) => {
-                            most.fetch_max(holding.fetch_add(1, SeqCst) + 1, SeqCst);
-                            granted.fetch_add(1, SeqCst);
-                            tokio::time::sleep(Duration::from_millis(1)).await;
-                            holding.fetch_sub(1, SeqCst);
-                            store.release("leader:rr", held, Duration::ZERO).await.unwrap();
-                        }
-                        Ok(_) => {} // full
-                        Err(error) => assert!(error.is_transient(), "{error:?}"),
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert!(granted.load(SeqCst) > 10, "{} grants", granted.load(SeqCst));
-    assert_eq!(most.load(SeqCst), 2, "holders at once in a group of 2");
-}
-
 // The electors', Leadership's and the macros' Redis tests, where they apply, on PostgreSQL.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_candidates_on_many_stores_never_exceed_max_leaders() {
-    let server = PostgresServer::start();
-    let mut stores = Vec::new();
-    for _ in 0..4 {
-        stores.push(PostgresStore::connect(&server.url()).await.unwrap()); // a pool each
-    }
-    let hold = Duration::from_millis(2);
-    let contest = support::Contest {
-        // Generous: a candidate skipped on a busy machine would count as no election.
-        wait_time: 10 * SECOND,
-        hold,
-        until: support::Until::Rounds(8),
-        ..support::Contest::new("shared-pool", 3, 6)
-    };
-    let seen = contest.run(&stores).await;
-    assert!(seen.errors.is_empty(), "{:?}", seen.errors);
-    let most = seen.most_at_once;
-    assert!(most <= 3, "{most} holders at once in a group of 3");
-    assert_eq!(most, 3, "24 candidates never filled the group");
-    assert!(seen.elected > 24, "only {} elections", seen.elected);
-    let left = stores[0].state("leader:shared-pool").await.unwrap();
-    assert!(left.leaders.is_empty(), "slots left behind: {left:?}");
-}
 
 #[tokio::test]
 async fn auto_extend_and_loss_work_on_postgres() {
@@ -589,101 +356,4 @@ async fn the_macros_elect_and_skip_on_postgres() {
         ));
     }
     assert_eq!(workers.process(8).await.unwrap(), leader::LeaderRunResult::Skipped);
-}
-
-/// A service opens its store without I/O at start-up; on a database where no store ever
-/// ran, its candidates' first calls (a waiting `run_if_leader` watches for releases before
-/// its first attempt, a `Leadership` too) make the schema, and they elect.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn candidates_elect_on_a_new_database_through_a_store_built_without_io() {
-    let server = PostgresServer::start();
-    let by_url = leader::store::builder(server.url()).build().expect("no I/O");
-    let elector = LeaderElector::new(
-        by_url,
-        LeaderElectionOptions::new().wait_time(5 * SECOND).lease_time(10 * SECOND),
-    )
-    .unwrap();
-    let won = tokio::time::timeout(20 * SECOND, elector.run_if_leader("fresh", |_| async {}))
-        .await
-        .expect("answers");
-    assert!(won.expect("no store error on a new database").is_elected());
-
-    let other = PostgresServer::start();
-    let built = PostgresStore::builder(other.url()).build().expect("no I/O");
-    let leadership = leader::Leadership::start("fresh", built, leader::LeadershipOptions::new())
-        .await
-        .expect("valid options");
-    tokio::time::timeout(20 * SECOND, leadership.wait_for_leadership())
-        .await
-        .expect("a Leadership leads on a new database")
-        .expect("no refusal");
-    leadership.stop().await.expect("stopped");
-}
-
-/// An operator's or observer's read never runs DDL: on a database without the schema, a
-/// role without CREATE reads an empty group and no groups, observes, and leaves the
-/// database as it was.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_on_a_database_without_the_schema_write_nothing() {
-    let server = PostgresServer::start();
-    server.psql("CREATE ROLE monitor LOGIN");
-    let url = format!("postgres://monitor@127.0.0.1:{}/postgres", server.port);
-    let store = leader::store::connect(&url).await.expect("a read-only check");
-    let state = store.state("leader:reports").await.expect("an empty state");
-    assert!(state.leaders.is_empty() && state.max_leaders.is_none(), "{state:?}");
-    let groups = store.list_groups("leader:", "").await.expect("no groups");
-    assert!(groups.is_empty(), "{groups:?}");
-    let watch = store.watch_changes("leader:reports").await.expect("an observer's watch");
-    drop(watch);
-    let elector = LeaderElector::new(store, LeaderElectionOptions::new()).unwrap();
-    let observer = elector.observe("reports").await.expect("observes");
-    assert!(observer.current().leaders.is_empty());
-    let made = "SELECT count(*) FROM pg_class WHERE relname LIKE 'leader\\_%' \
-                UNION ALL SELECT count(*) FROM pg_proc WHERE proname LIKE 'leader\\_%'";
-    assert_eq!(server.psql(made), "0\n0", "a read made part of the schema");
-
-    // Once a candidate made the schema, a monitoring role needs SELECT on the two tables
-    // (docs/postgres-store.md), and nothing more.
-    let owner = PostgresStore::builder(server.url()).build().unwrap();
-    let held = token();
-    assert!(matches!(
-        owner.acquire(request("leader:reports", 1, held)).await.unwrap(),
-        AcquireOutcome::Granted(_)
-    ));
-    server.psql("GRANT SELECT ON public.leader_groups, public.leader_slots TO monitor");
-    let monitor = leader::store::connect(&url).await.unwrap();
-    let state = monitor.state("leader:reports").await.expect("a monitor's read");
-    assert_eq!(state.leaders.len(), 1, "{state:?}");
-    assert_eq!(monitor.list_groups("leader:", "").await.unwrap(), ["leader:reports"]);
-}
-
-/// Processes that start together on a new database each make the schema: the first makes
-/// it, the others find it made once they hold the migration's lock, and none replaces the
-/// functions while another calls them ("cache lookup failed for function", XX000).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stores_starting_together_on_a_new_database_all_get_answers() {
-    let server = PostgresServer::start();
-    for round in 0..3 {
-        let database = format!("fresh{round}");
-        server.psql(&format!("CREATE DATABASE {database}"));
-        let url = format!("{}/{database}", server.url().rsplit_once('/').unwrap().0);
-        let mut stores = Vec::new();
-        for _ in 0..8 {
-            stores.push(PostgresStore::builder(url.clone()).build().unwrap());
-        }
-        let calls = stores.iter().enumerate().map(|(i, store)| async move {
-            let key = format!("leader:fresh-{i}");
-            let held = token();
-            store.acquire(request(&key, 1, held)).await?;
-            for _ in 0..20 {
-                store.renew(&key, held, SECOND).await?;
-            }
-            Ok::<_, Error>(())
-        });
-        for (i, result) in futures_util::future::join_all(calls).await.into_iter().enumerate() {
-            if let Err(error) = result {
-                panic!("round {round}, store {i}: {}", leader::error_chain(&error));
-            }
-        }
-    }
 }

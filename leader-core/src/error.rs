@@ -1,6 +1,13 @@
 //! The one error type of the crate.
 
+mod chain;
+mod duplicate;
+#[cfg(test)]
+mod duplicate_tests;
+
 use std::time::Duration;
+
+pub use self::chain::error_chain;
 
 /// A boxed error from a store's client library, kept as the [`source`](std::error::Error::source).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -357,131 +364,6 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     innermost.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The cause of an error that many receivers share: displays as that error's own cause, and
-/// continues its chain.
-#[derive(Debug)]
-struct SharedCause(std::sync::Arc<Error>);
-
-impl SharedCause {
-    fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        self.0.client_error()
-    }
-}
-
-impl std::fmt::Display for SharedCause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.cause() {
-            Some(cause) => std::fmt::Display::fmt(cause, f),
-            None => f.write_str("no cause"),
-        }
-    }
-}
-
-impl std::error::Error for SharedCause {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause()?.source()
-    }
-}
-
-/// `error` and its causes on one line, `outer: inner: …`, for a log line or a message to a
-/// person; a cause whose text ends the line already (an error that shows its root cause,
-/// as [`Error::Unavailable`] does, or a wrapper that repeats its cause) is left out.
-///
-/// ```
-/// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-/// let error = leader_core::Error::Unavailable {
-///     store: "redis",
-///     endpoint: "redis://cache:6379".into(),
-///     operation: "acquire",
-///     cause: Box::new(std::io::Error::other(refused)),
-/// };
-/// assert_eq!(
-///     leader_core::error_chain(&error),
-///     "redis store at redis://cache:6379 unavailable during acquire: connection refused"
-/// );
-/// ```
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        let shown = text == cause_text || text.ends_with(&format!(": {cause_text}"));
-        if !shown && !cause_text.is_empty() {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-impl Error {
-    /// An error equal to `shared` for each of the many that receive it (observers of one
-    /// group share one read): the same variant and fields, and a cause that reads as the
-    /// original's.
-    pub(crate) fn duplicate(shared: &std::sync::Arc<Error>) -> Error {
-        use Error::*;
-        match &**shared {
-            InvalidOption { option, value, allowed } => {
-                InvalidOption { option, value: value.clone(), allowed: allowed.clone() }
-            }
-            InvalidName { name, reason } => {
-                InvalidName { name: name.clone(), reason: reason.clone() }
-            }
-            InvalidKey { key, reason } => InvalidKey { key: key.clone(), reason: reason.clone() },
-            MaxLeadersMismatch { group, requested, existing } => MaxLeadersMismatch {
-                group: group.clone(),
-                requested: *requested,
-                existing: *existing,
-            },
-            Unavailable { store, endpoint, operation, .. } => Unavailable {
-                store,
-                endpoint: endpoint.clone(),
-                operation,
-                cause: Box::new(SharedCause(shared.clone())),
-            },
-            Timeout { store, endpoint, operation, after } => {
-                Timeout { store, endpoint: endpoint.clone(), operation, after: *after }
-            }
-            WrongType { key, found } => WrongType { key: key.clone(), found: found.clone() },
-            Store { store, endpoint, operation, message } => {
-                Store { store, endpoint: endpoint.clone(), operation, message: message.clone() }
-            }
-            NotReplicated { acknowledged, required, timeout, operation } => NotReplicated {
-                acknowledged: *acknowledged,
-                required: *required,
-                timeout: *timeout,
-                operation,
-            },
-            SetFull { set, key, max_nodes } => {
-                SetFull { set: set.clone(), key: key.clone(), max_nodes: *max_nodes }
-            }
-            HolderInUse { set, holder } => HolderInUse { set: set.clone(), holder: holder.clone() },
-            PartitionCountMismatch { set, requested, existing } => PartitionCountMismatch {
-                set: set.clone(),
-                requested: *requested,
-                existing: *existing,
-            },
-            Stopped { role } => Stopped { role: role.clone() },
-            BackgroundTaskFailed { what, reason } => {
-                BackgroundTaskFailed { what: what.clone(), reason: reason.clone() }
-            }
-            RoleAlreadyAdded { role } => RoleAlreadyAdded { role: role.clone() },
-            RolesShareKey { first, second, key } => {
-                RolesShareKey { first: first.clone(), second: second.clone(), key: key.clone() }
-            }
-            NoDefaultStore => NoDefaultStore,
-            UnsupportedServer { store, found, required } => {
-                UnsupportedServer { store, found: found.clone(), required }
-            }
-            Unsupported { store, operation } => Unsupported { store, operation },
-            Random(_) => Random(std::io::Error::other(SharedCause(shared.clone()))),
-        }
-    }
-}
-
 /// What an [`Error::NotReplicated`] operation wrote, in words.
 fn not_replicated_what(operation: &str) -> &'static str {
     match operation {
@@ -495,85 +377,5 @@ fn not_replicated_then(operation: &str) -> &'static str {
     match operation {
         "acquire" => "the slot was released",
         _ => "the renewal is not counted: the holder keeps its earlier deadline",
-    }
-}
-
-#[cfg(test)]
-mod duplicate_tests {
-    use std::sync::Arc;
-
-    use super::{Error, error_chain as chain};
-
-    /// A chain of plain messages, outermost first.
-    #[derive(Debug)]
-    struct Chained(&'static str, Option<Box<Chained>>);
-
-    impl std::fmt::Display for Chained {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(self.0)
-        }
-    }
-
-    impl std::error::Error for Chained {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            self.1.as_deref().map(|cause| cause as _)
-        }
-    }
-
-    fn chained(messages: &[&'static str]) -> Chained {
-        let (first, rest) = messages.split_first().unwrap();
-        Chained(first, (!rest.is_empty()).then(|| Box::new(chained(rest))))
-    }
-
-    #[test]
-    fn a_chain_leaves_out_only_a_cause_that_ends_the_line_already() {
-        let cases: [(&[&'static str], &str); 5] = [
-            (&["command_timeout exceeded", "timeout"], "command_timeout exceeded: timeout"),
-            (&["invalid port 6379", "6"], "invalid port 6379: 6"),
-            (&["a", "b", "a"], "a: b: a"),
-            (&["", "cause"], "cause"),
-            (&["unavailable: refused", "refused", "refused"], "unavailable: refused"),
-        ];
-        for (messages, expected) in cases {
-            assert_eq!(chain(&chained(messages)), expected, "{messages:?}");
-        }
-    }
-
-    #[test]
-    fn a_duplicate_reads_as_the_original_with_its_whole_chain() {
-        let inner = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let outer = std::io::Error::other(inner);
-        let original = Error::Unavailable {
-            store: "redis",
-            endpoint: "redis://cache:6379".into(),
-            operation: "state",
-            cause: Box::new(outer),
-        };
-        let expected = chain(&original);
-        let client = chain(original.client_error().unwrap());
-        let shared = Arc::new(original);
-        let copy = Error::duplicate(&shared);
-        assert_eq!(chain(&copy), expected);
-        assert_eq!(chain(copy.client_error().unwrap()), client);
-        assert!(copy.is_transient());
-        assert!(matches!(copy, Error::Unavailable { store: "redis", operation: "state", .. }));
-    }
-
-    #[test]
-    fn a_store_error_names_the_store_its_endpoint_the_operation_and_the_root_cause_once() {
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let wrapped = std::io::Error::other(std::io::Error::other(refused));
-        let error = Error::Unavailable {
-            store: "redis",
-            endpoint: String::new(),
-            operation: "state",
-            cause: Box::new(wrapped),
-        }
-        .at("redis://cache:6379")
-        .during("connect");
-        assert_eq!(
-            chain(&error),
-            "redis store at redis://cache:6379 unavailable during connect: refused"
-        );
     }
 }

@@ -1,0 +1,106 @@
+//! What a caller asks of a store: a slot of a group ([`AcquireRequest`]), and which slot a
+//! revocation ends and how ([`SlotRef`], [`Revocation`]).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+#[cfg(doc)]
+use super::LeaseStore;
+#[cfg(doc)]
+use super::batch::RENEW_BATCH_LEN;
+use crate::token::LeaseToken;
+
+/// A request for one slot of a group, made with [`AcquireRequest::new`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AcquireRequest<'a> {
+    /// The group's resolved store key.
+    pub key: &'a str,
+    /// How many slots the group has: at least one, by its type, so no store checks it.
+    pub max_leaders: NonZeroU32,
+    /// The token the slot is to be held under; the same token again returns the same grant.
+    pub token: LeaseToken,
+    /// Who asks, for state and logs.
+    pub holder: &'a str,
+    /// The slot's time to live on the store's clock.
+    pub lease_time: Duration,
+    /// The session the slot belongs to, if any (see [`in_session`](Self::in_session)).
+    pub session: Option<LeaseToken>,
+}
+
+impl<'a> AcquireRequest<'a> {
+    /// A request for a slot of group `key` (of `max_leaders` slots) under `token`, for
+    /// `holder`, to live `lease_time` on the store's clock.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let three = NonZeroU32::new(3).unwrap();
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("leader:workers", three, token, "host-a", Duration::from_secs(10));
+    /// assert_eq!(request.max_leaders.get(), 3);
+    /// ```
+    pub fn new(
+        key: &'a str,
+        max_leaders: NonZeroU32,
+        token: LeaseToken,
+        holder: &'a str,
+        lease_time: Duration,
+    ) -> Self {
+        AcquireRequest { key, max_leaders, token, holder, lease_time, session: None }
+    }
+
+    /// The same request, for a slot of session `session`: a caller that renews many slots
+    /// together ([`LeaseStore::renew_many`], as a node of [partition
+    /// leases](crate::Partitions) does) names them one session, and a store may keep them
+    /// alive as one. The etcd store binds a session's slots of one TTL to one etcd lease, so
+    /// a batch renewal is one keep-alive and a read per [`RENEW_BATCH_LEN`] slots; its
+    /// slots then live while any of them is renewed, and end when released or when the
+    /// session's renewals stop. Stores that keep each slot's expiry apart (memory, Redis,
+    /// PostgreSQL) ignore it.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let node = LeaseToken::generate().unwrap();
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("orders/7", NonZeroU32::MIN, token, "host-a", Duration::from_secs(10))
+    ///     .in_session(node);
+    /// assert_eq!(request.session, Some(node));
+    /// ```
+    pub fn in_session(self, session: LeaseToken) -> Self {
+        AcquireRequest { session: Some(session), ..self }
+    }
+}
+
+/// Which slot of a group a tool names, for [`LeaseStore::revoke`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotRef {
+    /// The slot held under this token.
+    Token(LeaseToken),
+    /// The slot granted with this fence (unique within a group; `state()` shows it).
+    Fence(u64),
+}
+
+/// How [`LeaseStore::revoke`] ends a slot its caller was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Revocation {
+    /// Keeps the guarantee: the holder's renewals are refused from now on (so it steps
+    /// down at its next renewal), and the slot goes to someone else only once the holder's
+    /// local deadline can have passed: at the slot's expiry (memory, Redis, PostgreSQL), or
+    /// one TTL after the next grant (etcd's lock-delay).
+    AtExpiry,
+    /// Frees the slot at once, as the holder's own release would. Risky: the holder still
+    /// believes it leads until its next renewal is refused (up to a renewal interval, or a
+    /// whole lease without auto-extension), so two holders may act at once meanwhile; only
+    /// a downstream store that checks fences stays safe.
+    Now,
+}
