@@ -292,6 +292,35 @@ async fn a_node_that_disagrees_with_the_live_ones_is_refused() {
     }
 }
 
+/// A node restarted under its holder id after a crash meets its old announcement, which
+/// nobody renews: it waits for it to expire and starts, where a live node's announcement
+/// under the id (renewed meanwhile) refuses it.
+#[tokio::test(start_paused = true)]
+async fn a_node_restarted_after_a_crash_waits_out_its_old_announcement() {
+    let store = MemoryStore::new();
+    let lease = Duration::from_secs(3);
+    let crashed = leader::store::AcquireRequest::new(
+        "leader:orders/members",
+        std::num::NonZeroU32::new(1024).unwrap(),
+        leader::LeaseToken::generate().unwrap(),
+        "a [8 partitions]",
+        lease,
+    );
+    store.acquire(crashed).await.unwrap();
+    let began = Instant::now();
+    let options = PartitionOptions::new().lease_time(lease).holder_id("a");
+    let restarted = Partitions::start("orders", 8, store.clone(), options).await;
+    let restarted = restarted.expect("the restarted node starts once the old announcement expired");
+    let waited = began.elapsed();
+    assert!(waited >= lease && waited < lease + Duration::from_secs(1), "started after {waited:?}");
+    eventually(Duration::from_secs(1), "the restarted node owns every partition", || {
+        let owned = restarted.owned().len();
+        async move { owned == 8 }
+    })
+    .await;
+    restarted.stop().await.unwrap();
+}
+
 /// Once stable, a node costs the store one batch of renewals and one read of the members
 /// per renewal interval: counted through a layer over three nodes for six intervals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

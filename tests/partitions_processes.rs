@@ -12,7 +12,7 @@ use std::time::Duration;
 use leader::store::SharedStore;
 use leader::{KeyOptions, LeaseStore, MemoryStore, PartitionEvent, PartitionOptions, Partitions};
 use support::eventually;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep};
 
 /// What a node process is told, through its environment.
 const NODE_URL: &str = "LEADER_PARTITIONS_NODE_URL";
@@ -200,7 +200,8 @@ impl Checker {
 /// Nodes in processes of their own on the store at `url`: three share 12 partitions; one is
 /// killed (the others re-own its partitions within its lease plus one of their renewal
 /// intervals, and a margin); one joins (within two leases); one leaves gracefully (well
-/// within one lease: its partitions are released, not left to expire). `takeover` is the
+/// within one lease: its partitions are released, not left to expire); one killed and
+/// started again at once under its id takes its share again. `takeover` is the
 /// store's extra wait after a death (etcd's lock-delay: one lease more).
 async fn fleet_in_processes(url: &str, lease: Duration, takeover: Duration) {
     let count = 12;
@@ -208,7 +209,7 @@ async fn fleet_in_processes(url: &str, lease: Duration, takeover: Duration) {
         Checker { store: leader::store::connect(url).await.unwrap(), count, last: HashMap::new() };
     let mut one = NodeProcess::start(url, "one", count, lease);
     let two = NodeProcess::start(url, "two", count, lease);
-    let three = NodeProcess::start(url, "three", count, lease);
+    let mut three = NodeProcess::start(url, "three", count, lease);
     // Process start-up (a few hundred ms on a busy machine) counts against this one.
     checker.until_balanced_over(&["one", "two", "three"], 5 * lease, "three start").await;
 
@@ -229,6 +230,20 @@ async fn fleet_in_processes(url: &str, lease: Duration, takeover: Duration) {
             &["two", "three", "four"],
             2 * lease + Duration::from_secs(2),
             "four joins",
+        )
+        .await;
+
+    // Killed and started again at once under its id, before its announcement expired (a
+    // crash loop): it waits that announcement out and takes its share again. (Balanced
+    // over the three once the dead process's slots, under the same holder, have expired.)
+    three.kill();
+    let three = NodeProcess::start(url, "three", count, lease);
+    sleep(lease + takeover).await;
+    checker
+        .until_balanced_over(
+            &["two", "three", "four"],
+            lease + takeover + Duration::from_secs(2),
+            "three restarted after a crash",
         )
         .await;
 

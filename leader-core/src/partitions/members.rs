@@ -16,7 +16,7 @@ use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::election::guard::SlotGuard;
 use crate::election::lease::local_deadline;
 use crate::error::Error;
-use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore};
+use crate::store::{AcquireOutcome, AcquireRequest, GroupSnapshot, LeaseStore, SlotInfo};
 use crate::telemetry;
 use crate::token::LeaseToken;
 
@@ -125,6 +125,41 @@ impl Membership {
         {
             tracing::debug!(set = %settings.name, error = %crate::error_chain(&error), "could not end the node's session again; its lease expires by itself");
         }
+    }
+}
+
+/// Before a node's first announcement: waits while an earlier announcement under its holder
+/// id is not renewed, as a crashed process's left behind: it expires (then the node starts),
+/// or is renewed, its time to live rising between two reads (a live node, which the
+/// members' check after the announcement refuses). Waits at most two of this node's leases
+/// and two of the store's expiry resolutions (etcd answers whole seconds, and 0 for a while
+/// after a lease ran out; a slot in its lock-delay is pending); a failed read waits for
+/// nothing.
+pub(super) async fn wait_out_a_predecessor(store: &dyn LeaseStore, settings: &Settings) {
+    let resolution = store.expiry_resolution();
+    let same_id = |slot: &&SlotInfo| {
+        announced(&slot.holder).is_some_and(|(id, _, _)| *id == *settings.holder_id)
+    };
+    let give_up = Instant::now() + 2 * (settings.lease_time + resolution);
+    let mut last_seen: Option<Duration> = None;
+    while Instant::now() < give_up {
+        let Ok(group) = telemetry::state(store, &settings.member_key).await else { return };
+        let read_at = Instant::now();
+        let (live, pending) =
+            (group.leaders.iter().find(same_id), group.pending.iter().find(same_id));
+        let Some(slot) = live.or(pending) else { return };
+        if live.is_some() {
+            match last_seen {
+                Some(before) if slot.expires_in > before => return, // renewed: a live node
+                Some(_) => {}
+                None => {
+                    tracing::info!(set = %settings.name, holder = %settings.holder_id, expires_in = ?slot.expires_in, "a live announcement has this node's holder id; waiting to see whether it is renewed (a running node) or expires (a crashed one)");
+                }
+            }
+            last_seen = Some(slot.expires_in);
+        }
+        let expired = read_at + slot.expires_in + resolution + Duration::from_millis(5);
+        tokio::time::sleep_until(expired.min(read_at + settings.retry_interval)).await;
     }
 }
 

@@ -101,7 +101,9 @@ impl Partitions {
     /// key it cannot take, a group of another size at the members' key), a set that has as
     /// many live nodes as it may have ([`Error::SetFull`]), and live nodes this one
     /// disagrees with: started with another count ([`Error::PartitionCountMismatch`]) or
-    /// announced under this node's holder id ([`Error::HolderInUse`]). A store that is
+    /// announced under this node's holder id ([`Error::HolderInUse`]; an announcement under
+    /// it that nobody renews, a crashed process's, start waits out first, for at most two
+    /// leases, and one renewed meanwhile refuses the node). A store that is
     /// unreachable or slow for now is no error: the node retries in the background. Over a
     /// store that does not coordinate (a [`DisabledStore`](crate::DisabledStore)) it
     /// returns at once and follows
@@ -123,6 +125,8 @@ impl Partitions {
         let (view_tx, view) = watch::channel(PartitionsView::default());
         let stop = CancellationToken::new();
         let task = if store.coordinates() {
+            // An earlier announcement under this holder id may be a crashed process's.
+            members::wait_out_a_predecessor(&*store, &settings).await;
             let mut node =
                 Node::new(Arc::clone(&settings), store, Arc::clone(&shared), events_tx, view_tx)?;
             // A store that fails for now (unreachable, slow) is the node's to retry, as every
