@@ -163,3 +163,27 @@ fn recovery_is_measured_from_the_fault_end() {
     assert_eq!(verdict.recovery, Duration::from_micros(3_000));
     assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
 }
+
+#[test]
+fn a_write_checked_before_a_newer_grant_that_arrives_after_it_is_counted_not_failed() {
+    // c0 checked at 900, within its term; its write reached the register after c1's grant
+    // (at 1,200) and before c1's first write: fencing keeps the register's order.
+    let reports = vec![leading(0, 0, 10, 1_000), leading(0, 900, 10, 1_000)];
+    let reports = [reports, vec![leading(1, 1_200, 1_200, 2_000)]].concat();
+    let writes = vec![write("c0", 1_300, 10, true), write("c1", 1_400, 1_200, true)];
+    let verdict = check(&run(reports, writes));
+    assert_eq!(verdict.superseded_accepted, 1);
+    assert_eq!(verdict.violations, Vec::<String>::new());
+}
+
+#[test]
+fn a_write_checked_after_a_newer_grant_is_caught() {
+    // c0 still found itself leading at 1,250, after c1's grant at 1,200.
+    let reports = vec![leading(0, 0, 10, 1_300), leading(1, 1_200, 1_200, 2_000)];
+    let reports = [reports, vec![leading(0, 1_250, 10, 1_300)]].concat();
+    let writes = vec![write("c0", 1_260, 10, true)];
+    let verdict = check(&run(reports, writes));
+    assert_eq!(verdict.superseded_accepted, 1);
+    let superseded = "write accepted from a superseded term: c0 with fence 10 after fence 1200";
+    assert!(verdict.violations.iter().any(|v| v.contains(superseded)), "{:?}", verdict.violations);
+}
