@@ -1,9 +1,11 @@
 //! Partition leases (`Partitions`) in one process, on the memory store: nodes share the
-//! partitions, follow a join and a leave, hand over gracefully, refuse bad input and a
-//! disagreeing node, cost one read and one batch per renewal once stable, and share by
-//! the weights they announce. (Nodes in processes of their own, on the real stores:
+//! partitions, follow a join and a leave (moving only what must move), hand over
+//! gracefully, refuse bad input and a disagreeing node, cost one read and one batch per
+//! renewal once stable, and share by the weights they announce. (Nodes in processes of their own, on the real stores:
 //! `partitions_processes.rs`.)
 
+#[path = "partitions/moves.rs"]
+mod moves;
 mod support;
 
 use std::collections::HashMap;
@@ -322,7 +324,8 @@ async fn a_node_restarted_after_a_crash_waits_out_its_old_announcement() {
 }
 
 /// Once stable, a node costs the store one batch of renewals and one read of the members
-/// per renewal interval: counted through a layer over three nodes for six intervals.
+/// per renewal interval, and no read of the partitions' holders (a node holding its cap
+/// needs none): counted through a layer over three nodes for six intervals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stable_node_reads_the_members_once_per_renewal() {
     use leader::store::GroupSnapshot;
@@ -333,6 +336,7 @@ async fn a_stable_node_reads_the_members_once_per_renewal() {
     struct Count {
         reads: AtomicUsize,
         batches: AtomicUsize,
+        holders_reads: AtomicUsize,
     }
     #[async_trait::async_trait]
     impl StoreLayer for Count {
@@ -343,6 +347,14 @@ async fn a_stable_node_reads_the_members_once_per_renewal() {
         ) -> Result<GroupSnapshot, leader::Error> {
             self.reads.fetch_add(1, Ordering::Relaxed);
             inner.state(key).await
+        }
+        async fn state_many(
+            &self,
+            inner: &dyn LeaseStore,
+            keys: &[&str],
+        ) -> Result<Vec<GroupSnapshot>, leader::Error> {
+            self.holders_reads.fetch_add(1, Ordering::Relaxed);
+            inner.state_many(keys).await
         }
         async fn renew_many(
             &self,
@@ -367,6 +379,8 @@ async fn a_stable_node_reads_the_members_once_per_renewal() {
     tokio::time::sleep(lease).await; // the start's hand-overs done
     let (reads, batches) =
         (count.reads.load(Ordering::Relaxed), count.batches.load(Ordering::Relaxed));
+    let holders_reads = count.holders_reads.load(Ordering::Relaxed);
+    assert!(holders_reads > 0, "the nodes read the holders while they balanced");
     let intervals = 6;
     tokio::time::sleep(lease / 3 * intervals).await;
     let reads = count.reads.load(Ordering::Relaxed) - reads;
@@ -377,6 +391,8 @@ async fn a_stable_node_reads_the_members_once_per_renewal() {
     // One each per node and interval, and one more at either end of the window.
     let most = 3 * (intervals as usize + 1);
     assert!(reads <= most && batches <= most, "{reads} reads, {batches} batches: more than {most}");
+    let holders_reads = count.holders_reads.load(Ordering::Relaxed) - holders_reads;
+    assert_eq!(holders_reads, 0, "reads of the holders once balanced");
     for node in nodes {
         node.stop().await.unwrap();
     }

@@ -2,7 +2,7 @@
 //! partition nodes and observers make goes through here.
 //!
 //! Spans (`leader.acquire`, `leader.renew`, `leader.renew_many`, `leader.release`,
-//! `leader.state`) are at debug level and carry the group key (a partition's key names its
+//! `leader.state`, `leader.state_many`) are at debug level and carry the group key (a partition's key names its
 //! set and index; and, as each applies, the holder, fence and outcome); tokens never
 //! appear. Metrics (feature `metrics`, through the `metrics` facade) are
 //! listed in docs/operating.md.
@@ -134,6 +134,24 @@ pub(crate) async fn state(store: &dyn LeaseStore, key: &str) -> Result<GroupSnap
     let result = store.state(key).instrument(span.clone()).await;
     if let Ok(snapshot) = &result {
         span.record("active", snapshot.leaders.len());
+    }
+    result
+}
+
+/// [`LeaseStore::state_many`], in a span that records how many groups it read and how many
+/// of them have a live slot.
+pub(crate) async fn state_many(
+    store: &dyn LeaseStore,
+    keys: &[&str],
+) -> Result<Vec<GroupSnapshot>, Error> {
+    let span = tracing::debug_span!(
+        "leader.state_many",
+        groups = keys.len(),
+        active = tracing::field::Empty
+    );
+    let result = store.state_many(keys).instrument(span.clone()).await;
+    if let Ok(snapshots) = &result {
+        span.record("active", snapshots.iter().filter(|group| !group.leaders.is_empty()).count());
     }
     result
 }

@@ -282,6 +282,16 @@ impl StoreLayer for Faults {
         inner.state(key).await
     }
 
+    /// A batch of reads is cut off like the rest; the single reads' faults are theirs alone.
+    async fn state_many(
+        &self,
+        inner: &dyn LeaseStore,
+        keys: &[&str],
+    ) -> Result<Vec<GroupSnapshot>, Error> {
+        self.reachable("state")?;
+        inner.state_many(keys).await
+    }
+
     async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
         self.counts.watch.fetch_add(1, SeqCst);
         self.reachable("watch")?;

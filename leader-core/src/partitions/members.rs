@@ -2,16 +2,15 @@
 //! node's session), the reads of who the members are, and the share the assignment gives
 //! the node among them.
 
-use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::assignment::{Member, assigned_to, identity};
 use super::node::Node;
 use super::options::{Settings, announced};
+use super::share::{members_of, off_its_cap};
 use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::election::guard::SlotGuard;
 use crate::election::lease::local_deadline;
@@ -53,6 +52,9 @@ pub(super) struct Read {
     announced: Announced,
     read_at: Instant,
     members: Result<GroupSnapshot, Error>,
+    /// The partitions' groups, read when the node held other than its cap among the members
+    /// read (see `share.rs`).
+    owners: Option<Result<Vec<GroupSnapshot>, Error>>,
 }
 
 /// What became of the node's announcement before a read.
@@ -206,6 +208,7 @@ impl Node {
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
         let (token, held, aside) =
             (self.membership.token, self.membership.fence.is_some(), self.aside);
+        let holding = self.holding().len();
         async move {
             let announced = match (held, aside) {
                 (true, _) => Announced::Kept,
@@ -221,7 +224,15 @@ impl Node {
                 Announced::Failed(_) | Announced::Contended => Ok(GroupSnapshot::default()), // not read
                 _ => telemetry::state(&*store, &settings.member_key).await,
             };
-            Read { token, announced, read_at, members }
+            let owners = match &members {
+                Ok(group) if !aside && off_its_cap(&settings, group, holding) => {
+                    let keys: Vec<&str> =
+                        settings.partition_keys.iter().map(String::as_str).collect();
+                    Some(telemetry::state_many(&*store, &keys).await)
+                }
+                _ => None,
+            };
+            Read { token, announced, read_at, members, owners }
         }
     }
 
@@ -232,7 +243,7 @@ impl Node {
     pub(super) fn on_read(&mut self, read: Read) -> Option<Instant> {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
-        let Read { token, announced, read_at, members } = read;
+        let Read { token, announced, read_at, members, owners } = read;
         match announced {
             Announced::Now(fence, deadline) if token == self.membership.token => {
                 self.membership.fence = Some(fence);
@@ -290,7 +301,16 @@ impl Node {
                 tracing::error!(set = %settings.name, error = %error, "the set's live nodes disagree; partitions may stay unowned until they agree");
             }
         }
-        self.follow(members);
+        let owners = match owners {
+            Some(Err(error)) => {
+                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the partitions' holders failed; retrying");
+                self.follow(members, &group, None);
+                return retry;
+            }
+            Some(Ok(owners)) => Some(owners),
+            None => None,
+        };
+        self.follow(members, &group, owners.as_deref());
         first_expiry
     }
 
@@ -330,71 +350,6 @@ impl Node {
         self.aside = false;
         Some(Some(Instant::now()))
     }
-
-    /// Owns nothing: no share, every partition handed over, every claim withdrawn (giving
-    /// back what they won or may have won).
-    pub(super) fn follow_nobody(&mut self) {
-        self.share.clear();
-        let held: Vec<u32> = self
-            .held
-            .iter()
-            .filter(|(_, held)| !held.cell.is_revoked())
-            .map(|(index, _)| *index)
-            .collect();
-        for index in held {
-            self.hand_over(index);
-        }
-        self.claims.withdraw_all();
-        self.members.clear();
-        self.view_stale = true;
-    }
-
-    /// Takes the share the assignment gives this node among `members` (sorted, this node
-    /// among them): what left it is handed over, what joined it claimed.
-    fn follow(&mut self, members: Vec<Member>) {
-        let settings = Arc::clone(&self.settings);
-        if members != self.members {
-            let me = identity(&settings.member_holder);
-            let position =
-                members.binary_search_by_key(&me, |member| member.identity).expect("a member");
-            self.share = assigned_to(settings.count, &members, position);
-            tracing::info!(set = %settings.name, members = members.len(), share = self.share.len(), "partition members changed");
-            self.members = members;
-            self.view_stale = true;
-        }
-        let share: HashSet<u32> = self.share.iter().copied().collect();
-        let extra: Vec<u32> = self
-            .held
-            .iter()
-            .filter(|(index, held)| !share.contains(index) && !held.cell.is_revoked())
-            .map(|(index, _)| *index)
-            .collect();
-        for index in extra {
-            self.hand_over(index);
-        }
-        self.claims.withdraw_unless(|index| share.contains(&index));
-        for index in self.share.clone() {
-            self.claim_if_wanted(index);
-        }
-    }
-}
-
-/// The members `group` lists, sorted by identity, with this node (whose announcement's
-/// holder is `holder`) among them: a read may come from a replica a little behind.
-fn members_of(group: &GroupSnapshot, holder: &str) -> Vec<Member> {
-    let slots = group.leaders.iter().chain(&group.pending);
-    let mut members: Vec<Member> = slots.map(|slot| member(&slot.holder)).collect();
-    members.push(member(holder));
-    members.sort_unstable();
-    members.dedup_by_key(|member| member.identity);
-    members
-}
-
-/// The member an announcement's holder names: its identity, and the weight it announced
-/// (1 for a holder of another form).
-fn member(holder: &str) -> Member {
-    let weight = announced(holder).map_or(1, |(_, _, weight)| weight.max(1));
-    Member { identity: identity(holder), weight }
 }
 
 /// What is wrong with a live node of `group` announced before this one (whose announcement

@@ -27,6 +27,7 @@ mod members;
 mod node;
 mod options;
 mod partition;
+mod share;
 mod uncoordinated;
 
 use std::sync::Arc;

@@ -135,6 +135,16 @@ pub trait StoreLayer: Debug + Send + Sync {
         inner.state(key).await
     }
 
+    /// [`LeaseStore::state_many`]. Default: the wrapped store's (which does not pass through
+    /// this layer's [`state`](Self::state): a layer that changes reads overrides both).
+    async fn state_many(
+        &self,
+        inner: &dyn LeaseStore,
+        keys: &[&str],
+    ) -> Result<Vec<GroupSnapshot>, Error> {
+        inner.state_many(keys).await
+    }
+
     /// [`LeaseStore::watch_releases`]. Default: the wrapped store's.
     async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
         inner.watch_releases(key).await
@@ -219,6 +229,14 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
 
     async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         (**self).state(inner, key).await
+    }
+
+    async fn state_many(
+        &self,
+        inner: &dyn LeaseStore,
+        keys: &[&str],
+    ) -> Result<Vec<GroupSnapshot>, Error> {
+        (**self).state_many(inner, keys).await
     }
 
     async fn watch_releases(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupWatch, Error> {
@@ -321,6 +339,10 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         self.layer.state(&self.inner, key).await
+    }
+
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        self.layer.state_many(&self.inner, keys).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

@@ -1,5 +1,5 @@
 //! The [`LeaseStore`] trait every store implements, its forwarding through an [`Arc`], and
-//! the default batch renewal.
+//! the default batch renewal and batch read.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -18,8 +18,23 @@ use super::{
 use crate::error::Error;
 use crate::token::LeaseToken;
 
-/// How many renewals the default [`LeaseStore::renew_many`] keeps in flight at once.
+/// How many calls the default [`LeaseStore::renew_many`] and [`LeaseStore::state_many`] keep
+/// in flight at once.
 const RENEW_MANY_IN_FLIGHT: usize = 32;
+
+/// The default [`LeaseStore::state_many`]: each group read as [`LeaseStore::state`] does,
+/// [`RENEW_MANY_IN_FLIGHT`] at a time, answers in order.
+pub(crate) async fn state_each<S: LeaseStore + ?Sized>(
+    store: &S,
+    keys: &[&str],
+) -> Result<Vec<GroupSnapshot>, Error> {
+    let mut answers = Vec::with_capacity(keys.len());
+    for part in keys.chunks(RENEW_MANY_IN_FLIGHT) {
+        let reads: Vec<_> = part.iter().map(|key| store.state(key)).collect();
+        answers.extend(futures_util::future::try_join_all(reads).await?);
+    }
+    Ok(answers)
+}
 
 /// The default [`LeaseStore::renew_many`]: each slot renewed as [`LeaseStore::renew`] does,
 /// [`RENEW_MANY_IN_FLIGHT`] at a time, answers in order.
@@ -141,6 +156,16 @@ pub trait LeaseStore: Debug + Send + Sync {
     /// The group's live slots.
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error>;
 
+    /// The live slots of every group of `keys`, as [`state`](Self::state) reads each, in as
+    /// few round trips as the store allows; the answers come in the order of `keys`. For a
+    /// partitions node that looks for the partitions nobody keeps. The groups may be read at
+    /// different moments: the answer is no snapshot of them all.
+    ///
+    /// Default: each group read by [`state`](Self::state), a few at a time.
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        state_each(self, keys).await
+    }
+
     /// A watch that wakes when a slot of `key` is released or shortened. Subscribe before
     /// the acquire whose failure you will wait on, so no release falls in between.
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error>;
@@ -225,6 +250,10 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         (**self).state(key).await
+    }
+
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        (**self).state_many(keys).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

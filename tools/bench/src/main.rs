@@ -18,6 +18,7 @@
 //! cargo run -p leader-bench --release -- --partitions-etcd  # partition leases on etcd
 //! cargo run -p leader-bench --release -- --partitions-takeover  # takeover time by count, every store
 //! cargo run -p leader-bench --release -- --partitions-moves  # moves per join, leave, rolling restart
+//! cargo run -p leader-bench --release -- --partitions-rebalance  # only the rebalancing after a join
 //! cargo run -p leader-bench --release -- --fairness  # wins and losses in a row of 20 waiters, every store
 //! ```
 //!
@@ -149,6 +150,10 @@ async fn main() {
     }
     if args.iter().any(|a| a == "--partitions-renewal") {
         partitions::renewal_only(&server, &|line| println!("{line}")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--partitions-rebalance") {
+        partitions::rebalance_only(&server, &|line| println!("{line}")).await;
         return;
     }
     if args.iter().any(|a| a == "--partitions") {

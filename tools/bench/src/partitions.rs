@@ -44,6 +44,15 @@ pub async fn run(server: &Server, quick: bool, say: &dyn Fn(String)) {
     server.cli(&["FLUSHALL"]);
 }
 
+/// Only the rebalancing figures (`--partitions-rebalance`), twice.
+pub async fn rebalance_only(server: &Server, say: &dyn Fn(String)) {
+    let store = RedisStore::connect(&server.url()).await.expect("connect");
+    for _ in 0..2 {
+        rebalance(&store, say).await;
+        server.cli(&["FLUSHALL"]);
+    }
+}
+
 /// A node of set `name` whose events a task consumes, dropping each partition once its
 /// work must stop.
 pub(crate) async fn node<S: LeaseStore + Clone + 'static>(

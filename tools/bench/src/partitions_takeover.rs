@@ -162,4 +162,13 @@ impl StoreLayer for Cut {
         self.check("state")?;
         inner.state(key).await
     }
+
+    async fn state_many(
+        &self,
+        inner: &dyn LeaseStore,
+        keys: &[&str],
+    ) -> Result<Vec<GroupSnapshot>, Error> {
+        self.check("state_many")?;
+        inner.state_many(keys).await
+    }
 }

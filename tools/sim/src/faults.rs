@@ -353,6 +353,36 @@ impl StoreLayer for FaultLayer {
         self.call("state", false, apply).await
     }
 
+    /// One call, faulted as one: each group read in turn, as a store's batch would (the
+    /// groups at different moments), the times to live as this candidate's clock sees them.
+    async fn state_many(
+        &self,
+        _inner: &dyn LeaseStore,
+        keys: &[&str],
+    ) -> Result<Vec<GroupSnapshot>, Error> {
+        let (world, who) = (Arc::clone(&self.world), self.who.clone());
+        let keys: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
+        let apply = Box::pin(async move {
+            let mut answers = Vec::with_capacity(keys.len());
+            for key in &keys {
+                let mut state = world.store.state(key).await?;
+                for slot in state.leaders.iter_mut().chain(&mut state.pending) {
+                    slot.expires_in = world.as_seen(slot.expires_in);
+                }
+                answers.push(state);
+            }
+            let held: Vec<String> = answers
+                .iter()
+                .map(|group| {
+                    group.leaders.first().map_or("-".into(), |slot| slot.holder.to_string())
+                })
+                .collect();
+            world.log(&who, format_args!("state_many {} groups -> {held:?}", keys.len()));
+            Ok(answers)
+        });
+        self.call("state_many", false, apply).await
+    }
+
     async fn watch_releases(
         &self,
         _inner: &dyn LeaseStore,

@@ -56,8 +56,8 @@ pub use self::guards::{
     a_guard_without_renewal_is_lost_at_its_deadline,
 };
 pub use self::observers::{
-    an_observer_of_an_idle_group_reads_nothing, an_observer_sees_grants_releases_and_expiries,
-    state_reports_live_slots,
+    a_batch_read_answers_each_group_as_a_read_would, an_observer_of_an_idle_group_reads_nothing,
+    an_observer_sees_grants_releases_and_expiries, state_reports_live_slots,
 };
 pub use self::releases::{
     a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
@@ -126,6 +126,7 @@ macro_rules! with_every_rule {
             release_wakes_watchers,
             shortening_renewal_wakes_watchers,
             state_reports_live_slots,
+            a_batch_read_answers_each_group_as_a_read_would,
             grants_releases_and_shortening_renewals_wake_change_watches,
             an_observer_sees_grants_releases_and_expiries,
             an_observer_of_an_idle_group_reads_nothing,

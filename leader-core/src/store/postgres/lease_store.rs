@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::tokio_postgres::types::ToSql;
 
-use super::rows::{between, decode, fence_of, millis, renewal, time_of, unexpected};
+use super::rows::{add_slot, between, decode, fence_of, millis, renewal, time_of, unexpected};
 use super::schema::MAX_KEY_BYTES;
 use super::statement::Call;
 use super::{PostgresStore, error_class};
@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
+    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::token::LeaseToken;
 
@@ -27,6 +27,27 @@ impl PostgresStore {
         let params: [&(dyn ToSql + Sync); 2] = [&prefix, &suffix];
         let rows = self.query(Call::read("list", sql), &params).await?;
         rows.iter().map(|row| row.try_get::<_, String>(0).map_err(|e| decode("list", e))).collect()
+    }
+
+    /// One statement of [`state_many`](LeaseStore::state_many): the groups of `keys`, in
+    /// order (a row per live slot, numbered by its group's place in `keys`).
+    async fn state_part(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        let sql = &self.inner.names.state_many_sql;
+        let params: [&(dyn ToSql + Sync); 1] = [&keys];
+        let rows = self.query(Call::read("state", sql), &params).await?;
+        let mut answers = vec![GroupSnapshot::default(); keys.len()];
+        for row in &rows {
+            let place: i64 = row.try_get("n").map_err(|e| decode("state", e))?;
+            let Some(snapshot) = usize::try_from(place - 1).ok().and_then(|i| answers.get_mut(i))
+            else {
+                return Err(unexpected(
+                    "state",
+                    &format!("a row for group {place} of {}", keys.len()),
+                ));
+            };
+            add_slot("state", row, snapshot)?;
+        }
+        Ok(answers)
     }
 
     /// One statement of [`renew_many`](LeaseStore::renew_many): the answers for `keys`
@@ -223,20 +244,21 @@ impl LeaseStore for PostgresStore {
             let rows = self.query(Call::read("state", sql), &params).await?;
             let mut snapshot = GroupSnapshot::default();
             for row in &rows {
-                let get = |column: &str| -> Result<i64, Error> {
-                    row.try_get::<_, i64>(column).map_err(|e| decode("state", e))
-                };
-                let max: i32 = row.try_get("max_leaders").map_err(|e| decode("state", e))?;
-                let holder: String = row.try_get("holder").map_err(|e| decode("state", e))?;
-                snapshot.max_leaders = Some(max.max(0) as u32);
-                snapshot.leaders.push(SlotInfo {
-                    holder,
-                    fence: fence_of(get("fence")?),
-                    acquired_at: time_of(get("acquired_us")?),
-                    expires_in: between(get("now_us")?, get("expires_us")?),
-                });
+                add_slot("state", row, &mut snapshot)?;
             }
             Ok(snapshot)
+        })
+        .await
+    }
+
+    /// Up to [`RENEW_BATCH_LEN`] groups per statement, each read by the `state` function.
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let mut answers = Vec::with_capacity(keys.len());
+            for part in keys.chunks(RENEW_BATCH_LEN) {
+                answers.extend(self.state_part(part).await?);
+            }
+            Ok(answers)
         })
         .await
     }

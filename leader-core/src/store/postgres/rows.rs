@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use deadpool_postgres::tokio_postgres::{self, Row};
 
 use crate::error::Error;
-use crate::store::RenewOutcome;
 use crate::store::answer::{Answer, Decode};
+use crate::store::{GroupSnapshot, RenewOutcome, SlotInfo};
 
 /// A renewal's answer, from a row of the `renew` function.
 pub(super) fn renewal(row: &Row) -> Result<RenewOutcome, Error> {
@@ -21,6 +21,25 @@ pub(super) fn renewal(row: &Row) -> Result<RenewOutcome, Error> {
         ..Answer::default()
     };
     Decode { store: "postgres", operation: "renew" }.renew(answer)
+}
+
+/// A live slot of a row of the `state` function, added to `snapshot`.
+pub(super) fn add_slot(
+    operation: &'static str,
+    row: &Row,
+    snapshot: &mut GroupSnapshot,
+) -> Result<(), Error> {
+    let get = |column: &str| row.try_get::<_, i64>(column).map_err(|e| decode(operation, e));
+    let max: i32 = row.try_get("max_leaders").map_err(|e| decode(operation, e))?;
+    let holder: String = row.try_get("holder").map_err(|e| decode(operation, e))?;
+    snapshot.max_leaders = Some(max.max(0) as u32);
+    snapshot.leaders.push(SlotInfo {
+        holder,
+        fence: fence_of(get("fence")?),
+        acquired_at: time_of(get("acquired_us")?),
+        expires_in: between(get("now_us")?, get("expires_us")?),
+    });
+    Ok(())
 }
 
 /// Microseconds since the Unix epoch, as the functions return times.

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use super::connection::ToRedisArgsDyn;
 use super::failures::unavailable;
 use super::scripts::{
-    ACQUIRE, GroupKeys, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE, STATE, TokenArg,
+    ACQUIRE, GroupKeys, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE, STATE,
+    STATE_MANY, TokenArg,
 };
 use super::{RedisStore, observed, reply};
 use crate::duration::ceil_millis as millis;
@@ -51,6 +52,17 @@ impl RedisStore {
         let outcomes = reply::renew_many(reply, part.len())?;
         self.renewal_replicated("renew_many", acknowledged)?;
         Ok(outcomes)
+    }
+
+    /// One script call of [`state_many`](LeaseStore::state_many): `part` holds at most
+    /// [`RENEW_BATCH_LEN`] groups.
+    async fn state_part(&self, part: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        let Some(first) = part.first() else { return Ok(Vec::new()) };
+        let groups = part.iter().map(|key| GroupKeys::new(key)).collect::<Result<Vec<_>, _>>()?;
+        let named: Vec<_> = groups.iter().map(|keys| keys.group()).collect();
+        let keys: Vec<&dyn ToRedisArgsDyn> = named.iter().map(|name| name as _).collect();
+        let reply = self.call("state_many", first, &STATE_MANY, &keys, &[]).await?;
+        reply::state_many(reply, part.len())
     }
 
     /// With `replica_ack`, an error unless enough replicas acknowledged a renewal: the new
@@ -241,6 +253,23 @@ impl LeaseStore for RedisStore {
             let keys = GroupKeys::new(key)?;
             let reply = self.call("state", key, &STATE, &[&keys.group()], &[]).await?;
             reply::state(reply)
+        })
+        .await
+    }
+
+    /// Up to [`RENEW_BATCH_LEN`] groups per script call (`state_many.lua`, state.lua's
+    /// read of each). A Cluster keeps each group on the server of its own hash slot, so there
+    /// the groups are read one by one.
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        if self.topology() == "cluster" {
+            return crate::store::state_each(self, keys).await;
+        }
+        crate::store::located(&self.inner.endpoint, async {
+            let mut answers = Vec::with_capacity(keys.len());
+            for part in keys.chunks(RENEW_BATCH_LEN) {
+                answers.extend(self.state_part(part).await?);
+            }
+            Ok(answers)
         })
         .await
     }

@@ -164,3 +164,11 @@ pub(super) fn state(reply: Value) -> Result<GroupSnapshot, Error> {
     let max_leaders = (!slots.is_empty() && max > 0).then_some(max as u32);
     Ok(GroupSnapshot { max_leaders, leaders: slots, pending: Vec::new() })
 }
+
+/// `{state.lua's reply for each group}` (state_many.lua), for `count` groups.
+pub(super) fn state_many(reply: Value, count: usize) -> Result<Vec<GroupSnapshot>, Error> {
+    match reply {
+        Value::Array(groups) if groups.len() == count => groups.into_iter().map(state).collect(),
+        reply => Err(malformed("state_many", &reply)),
+    }
+}

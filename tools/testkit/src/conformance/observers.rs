@@ -33,6 +33,37 @@ pub async fn state_reports_live_slots<S: LeaseStore + Clone + 'static>(store: &S
     );
 }
 
+/// The rule: A batch read answers each group as a read would, on `key` of `store` (three
+/// groups numbered after it: two slots, none, one).
+pub async fn a_batch_read_answers_each_group_as_a_read_would<S: LeaseStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+) {
+    let keys = [format!("{key}-0"), format!("{key}-1"), format!("{key}-2")];
+    for (group, holders) in [(&keys[0], &["a", "b"][..]), (&keys[2], &["c"][..])] {
+        for holder in holders {
+            let mut request = live(group, 2, token());
+            request.holder = holder;
+            granted(store, request).await;
+        }
+    }
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let batch = store.state_many(&names).await.unwrap();
+    assert_eq!(batch.len(), 3, "one answer per group: {batch:?}");
+    for (group, read) in keys.iter().zip(&batch) {
+        let alone = store.state(group).await.unwrap();
+        let slots = |state: &leader_core::store::GroupSnapshot| -> Vec<(String, u64)> {
+            state.leaders.iter().map(|slot| (slot.holder.clone(), slot.fence)).collect()
+        };
+        assert_eq!(slots(read), slots(&alone), "{group}");
+        assert_eq!(read.max_leaders, alone.max_leaders, "{group}");
+        assert!(read.leaders.iter().all(|slot| slot.expires_in <= LIVE), "{group}: {read:?}");
+    }
+    let holders: Vec<usize> = batch.iter().map(|state| state.leaders.len()).collect();
+    assert_eq!(holders, [2, 0, 1]);
+    assert!(store.state_many(&[]).await.unwrap().is_empty());
+}
+
 /// An elector over `store` whose every name is the store key `key`, for observers.
 fn elector_on<S: LeaseStore + Clone + 'static>(store: &S, key: &str) -> LeaderGroupElector {
     let options = LeaderGroupElectionOptions::new(2).keys(KeyOptions::new().exact_key(key));

@@ -136,6 +136,7 @@ pub(crate) struct Names {
     pub release_sql: String,
     pub revoke_sql: String,
     pub state_sql: String,
+    pub state_many_sql: String,
     pub list_sql: String,
     /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
     pub announce_sql: String,
@@ -184,6 +185,11 @@ impl Names {
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             revoke_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("revoke")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
+            state_many_sql: format!(
+                "SELECT u.n, r.* FROM unnest($1::text[]) WITH ORDINALITY AS u(key, n) \
+                 CROSS JOIN LATERAL {}(u.key) AS r ORDER BY u.n, r.fence",
+                qualified("state")
+            ),
             // The announcements compute the lock keys in place (what `{prefix}wait_key` and
             // `{prefix}observe_key` compute) rather than calling the functions, so a waiter
             // or an observer needs no schema: an observer on a database without one writes

@@ -1,0 +1,154 @@
+//! The node's share: what it keeps of what it holds, and, while the members give it room
+//! for more, what nobody keeps that the table gives it (`assignment.rs`); what left the share
+//! is handed over, what joined it claimed.
+//!
+//! A node that holds its cap needs nobody else's holdings: it keeps what it holds. One with
+//! room for more, or holding more than its cap, reads who holds each partition
+//! ([`LeaseStore::state_many`](crate::LeaseStore::state_many)) and follows the table: it
+//! claims what the others give up or nobody holds, or gives up what those with room want
+//! most. Two nodes that read different holders may claim the same partition: one wins it,
+//! and the other, still with room, reads the holders again at its next read and claims
+//! another. A node whose read of the holders failed keeps what ranks it best, up to its cap.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::assignment::{Member, assigned_to, caps, identity, kept};
+use super::node::Node;
+use super::options::{Settings, announced};
+use crate::store::GroupSnapshot;
+
+impl Node {
+    /// The partitions the node holds and has not started handing over, in order.
+    pub(super) fn holding(&self) -> Vec<u32> {
+        let held = self.held.iter().filter(|(_, held)| !held.cell.is_revoked());
+        held.map(|(index, _)| *index).collect()
+    }
+
+    /// Owns nothing: no share, every partition handed over, every claim withdrawn (giving
+    /// back what they won or may have won).
+    pub(super) fn follow_nobody(&mut self) {
+        self.share.clear();
+        for index in self.holding() {
+            self.hand_over(index);
+        }
+        self.claims.withdraw_all();
+        self.members.clear();
+        self.view_stale = true;
+    }
+
+    /// Takes the share the table gives this node among `members` (sorted, this node among
+    /// them; announced in `group`), given who holds each partition (`owners`, the partitions'
+    /// groups in order) when they were read: what left it is handed over, what joined it
+    /// claimed. Without `owners`, the node keeps what it holds, up to its cap, and the claims
+    /// it made already, up to the cap too.
+    pub(super) fn follow(
+        &mut self,
+        members: Vec<Member>,
+        group: &GroupSnapshot,
+        owners: Option<&[GroupSnapshot]>,
+    ) {
+        let settings = Arc::clone(&self.settings);
+        let me = identity(&settings.member_holder);
+        let position =
+            members.binary_search_by_key(&me, |member| member.identity).expect("a member");
+        if members != self.members {
+            tracing::info!(set = %settings.name, members = members.len(), cap = caps(settings.count, &members)[position], "partition members changed");
+            self.members = members;
+            self.view_stale = true;
+        }
+        let members = &self.members;
+        let holding = self.holding();
+        let share = match owners {
+            Some(owners) => {
+                let mut holders = holders(&settings, members, group, owners);
+                for (partition, holder) in holders.iter_mut().enumerate() {
+                    if *holder == Some(position) {
+                        *holder = None;
+                    }
+                    if holding.binary_search(&(partition as u32)).is_ok() {
+                        *holder = Some(position);
+                    }
+                }
+                assigned_to(settings.count, members, &holders, position)
+            }
+            None => {
+                let mut share = kept(settings.count, members, position, &holding);
+                let room = caps(settings.count, members)[position].saturating_sub(share.len());
+                let claimed = self.share.iter().filter(|i| holding.binary_search(i).is_err());
+                share.extend(claimed.take(room).copied().collect::<Vec<_>>());
+                share.sort_unstable();
+                share
+            }
+        };
+        if share != self.share {
+            self.share = share;
+            self.view_stale = true;
+        }
+        let share: HashSet<u32> = self.share.iter().copied().collect();
+        for index in holding.into_iter().filter(|index| !share.contains(index)) {
+            self.hand_over(index);
+        }
+        self.claims.withdraw_unless(|index| share.contains(&index));
+        for index in self.share.clone() {
+            self.claim_if_wanted(index);
+        }
+    }
+}
+
+/// Whether the node, `holding` that many partitions, holds other than its cap among the
+/// members announced in `group`: then it reads who holds each partition (with room, to
+/// find what it may claim; beyond its cap, to give up first what those with room want
+/// most).
+pub(super) fn off_its_cap(settings: &Settings, group: &GroupSnapshot, holding: usize) -> bool {
+    let members = members_of(group, &settings.member_holder);
+    let me = identity(&settings.member_holder);
+    let position = members.binary_search_by_key(&me, |member| member.identity);
+    position.is_ok_and(|position| holding != caps(settings.count, &members)[position])
+}
+
+/// By partition, the index into `members` of the member that holds it in `owners` (its
+/// group's first live or pending slot, under the holder id a member announced in `group`);
+/// `None` for a partition held by nobody or by a node that is no member.
+fn holders(
+    settings: &Settings,
+    members: &[Member],
+    group: &GroupSnapshot,
+    owners: &[GroupSnapshot],
+) -> Vec<Option<usize>> {
+    let index_of = |identity: u64| {
+        members.binary_search_by_key(&identity, |member: &Member| member.identity).ok()
+    };
+    let mut by_holder: HashMap<&str, usize> = HashMap::new();
+    let announcements = group.leaders.iter().chain(&group.pending).map(|slot| &*slot.holder);
+    for holder in announcements.chain([&*settings.member_holder]) {
+        if let (Some((id, _, _)), Some(index)) = (announced(holder), index_of(identity(holder))) {
+            by_holder.insert(id, index);
+        }
+    }
+    owners
+        .iter()
+        .map(|partition| {
+            let slot = partition.leaders.first().or(partition.pending.first())?;
+            by_holder.get(&*slot.holder).copied()
+        })
+        .collect()
+}
+
+/// The members `group` lists, sorted by identity, with this node (whose announcement's
+/// holder is `holder`) among them: a read may come from a replica a little behind.
+pub(super) fn members_of(group: &GroupSnapshot, holder: &str) -> Vec<Member> {
+    let slots = group.leaders.iter().chain(&group.pending);
+    let mut members: Vec<Member> = slots.map(|slot| member(&slot.holder)).collect();
+    members.push(member(holder));
+    members.sort_unstable();
+    members.dedup_by_key(|member| member.identity);
+    members
+}
+
+/// The member an announcement's holder names: its identity, and the weight it announced
+/// (1 for a holder of another form).
+fn member(holder: &str) -> Member {
+    let weight = announced(holder).map_or(1, |(_, _, weight)| weight.max(1));
+    Member { identity: identity(holder), weight }
+}
