@@ -1,8 +1,8 @@
 //! Four consumers share 64 partitions (think of a topic's partitions, or tenants): each owns
 //! 16, works on each under its fence, and stops when told. One consumer is killed (its
 //! runtime shut down under it: its tasks are gone, nothing is handed over or released, as
-//! in a crash): once its leases end, the others own all 64. Restarted, it gets its 16 back
-//! from them, handed over gracefully.
+//! in a crash): once its leases end, the others own all 64. Restarted, it gets 16 back from
+//! them, handed over gracefully.
 //!
 //! ```text
 //! cargo run --example partitioned_consumer                          # in-memory store

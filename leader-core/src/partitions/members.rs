@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::node::Node;
 use super::options::{Settings, announced};
-use super::share::{members_of, off_its_cap};
+use super::share::members_of;
 use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::election::guard::SlotGuard;
 use crate::election::lease::local_deadline;
@@ -52,9 +52,6 @@ pub(super) struct Read {
     announced: Announced,
     read_at: Instant,
     members: Result<GroupSnapshot, Error>,
-    /// The partitions' groups, read when the node held other than its cap among the members
-    /// read (see `share.rs`).
-    owners: Option<Result<Vec<GroupSnapshot>, Error>>,
 }
 
 /// What became of the node's announcement before a read.
@@ -208,7 +205,6 @@ impl Node {
         let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
         let (token, held, aside) =
             (self.membership.token, self.membership.fence.is_some(), self.aside);
-        let holding = self.holding().len();
         async move {
             let announced = match (held, aside) {
                 (true, _) => Announced::Kept,
@@ -224,15 +220,7 @@ impl Node {
                 Announced::Failed(_) | Announced::Contended => Ok(GroupSnapshot::default()), // not read
                 _ => telemetry::state(&*store, &settings.member_key).await,
             };
-            let owners = match &members {
-                Ok(group) if !aside && off_its_cap(&settings, group, holding) => {
-                    let keys: Vec<&str> =
-                        settings.partition_keys.iter().map(String::as_str).collect();
-                    Some(telemetry::state_many(&*store, &keys).await)
-                }
-                _ => None,
-            };
-            Read { token, announced, read_at, members, owners }
+            Read { token, announced, read_at, members }
         }
     }
 
@@ -243,7 +231,7 @@ impl Node {
     pub(super) fn on_read(&mut self, read: Read) -> Option<Instant> {
         let settings = Arc::clone(&self.settings);
         let retry = Some(Instant::now() + settings.retry_interval);
-        let Read { token, announced, read_at, members, owners } = read;
+        let Read { token, announced, read_at, members } = read;
         match announced {
             Announced::Now(fence, deadline) if token == self.membership.token => {
                 self.membership.fence = Some(fence);
@@ -301,16 +289,7 @@ impl Node {
                 tracing::error!(set = %settings.name, error = %error, "the set's live nodes disagree; partitions may stay unowned until they agree");
             }
         }
-        let owners = match owners {
-            Some(Err(error)) => {
-                tracing::warn!(set = %settings.name, error = %crate::error_chain(&error), "reading the partitions' holders failed; retrying");
-                self.follow(members, &group, None);
-                return retry;
-            }
-            Some(Ok(owners)) => Some(owners),
-            None => None,
-        };
-        self.follow(members, &group, owners.as_deref());
+        self.follow(members, group, None);
         first_expiry
     }
 

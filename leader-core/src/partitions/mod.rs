@@ -5,9 +5,10 @@
 //! - announces itself: a slot of the group `{name}/members`, renewed with its lease, so the
 //!   members are read from the store (no configuration), and a node that dies leaves it
 //!   when its lease ends;
-//! - computes its share from the members alone (every node computes the same table):
-//!   `floor(count / n)` or `ceil(count / n)` partitions of `n` members, chosen by
-//!   rendezvous hashing so that a join or a leave moves few partitions;
+//! - computes its share: `floor(count / n)` or `ceil(count / n)` partitions of `n` members,
+//!   from a sticky table every node computes alike from the members and who holds each
+//!   partition (each keeps what it holds up to its cap), so a join moves only the joiner's
+//!   share and a leave only the leaver's partitions;
 //! - holds each partition of its share as the one slot of the group `{name}/{partition}`,
 //!   with its own fence and loss signal ([`Partition`]), and renews them all in batches
 //!   ([`LeaseStore::renew_many`]: one round trip per 128 partitions on Redis and PostgreSQL);
@@ -51,7 +52,8 @@ pub struct PartitionsView {
     /// The live nodes, this one included, as last read from the store (0 before the first
     /// read, and after [`Partitions::stop`]).
     pub members: usize,
-    /// The partitions the assignment gives this node among them, in order.
+    /// The partitions the table gives this node among them (what it keeps and what it
+    /// claims), in order.
     pub share: Vec<u32>,
     /// The partitions this node owns and works on now (not those it is handing over), in
     /// order. Equal to `share` once the set is stable.

@@ -77,6 +77,9 @@ impl<T> Periodic<T> {
     }
 }
 
+/// When a periodic call nobody asked for is due: never, in effect.
+const NOT_YET: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
 /// The most ended claims one turn of the loop handles, so a burst of grants does not hold
 /// up a renewal.
 const CLAIMS_PER_TURN: usize = 256;
@@ -90,9 +93,12 @@ pub(crate) struct Node {
     pub(super) claims: Claims,
     /// Hand-overs and give-backs running beside the loop: each ends with its release.
     pub(super) handovers: JoinSet<Result<(), Error>>,
-    /// The members last read, sorted, and this node's share among them.
+    /// The members last read, sorted, their group as read, and this node's share among them.
     pub(super) members: Vec<super::assignment::Member>,
+    pub(super) announcements: crate::store::GroupSnapshot,
     pub(super) share: Vec<u32>,
+    /// Whether the node, off its cap, wants the partitions' holders read (`share.rs`).
+    pub(super) holders_wanted: bool,
     pub(super) events: EventSender,
     view: watch::Sender<PartitionsView>,
     /// No held partition's local deadline falls before this: until then nothing held can
@@ -125,7 +131,9 @@ impl Node {
             claims: Claims::default(),
             handovers: JoinSet::new(),
             members: Vec::new(),
+            announcements: crate::store::GroupSnapshot::default(),
             share: Vec::new(),
+            holders_wanted: false,
             events,
             view,
             next_deadline: Instant::now(),
@@ -141,11 +149,13 @@ impl Node {
         let mut changes = self.store.watch_changes(&settings.member_key).await.ok();
         let mut renewal = Periodic::Due(Instant::now() + settings.renew_interval);
         let mut read = Periodic::Due(Instant::now());
+        // Asked for by a read of the members that finds the node off its cap.
+        let mut holders = Periodic::Due(Instant::now() + NOT_YET);
         // A failed renewal or read is tried again no later than the next renewal.
         let retry_after_failure = settings.retry_interval.min(settings.renew_interval);
         loop {
             // With both running, nothing is due until one ends.
-            let due = [renewal.due(), read.due()].into_iter().flatten().min();
+            let due = [renewal.due(), read.due(), holders.due()].into_iter().flatten().min();
             let due = due.unwrap_or_else(|| Instant::now() + settings.lease_time);
             tokio::select! {
                 biased;
@@ -183,6 +193,12 @@ impl Node {
                     };
                     read = Periodic::Due(if again { Instant::now() } else { next });
                 }
+                (result, again) = holders.finished() => {
+                    if let Ok(result) = result {
+                        self.on_holders_read(result);
+                    }
+                    holders = Periodic::Due(if again { Instant::now() } else { Instant::now() + NOT_YET });
+                }
                 () = woken(&mut changes) => read.now(),
                 () = sleep_until(due) => {
                     let now = Instant::now();
@@ -194,7 +210,13 @@ impl Node {
                     if read.due().is_some_and(|at| now >= at) {
                         read = Periodic::Running { task: tokio::spawn(self.read()), again: false };
                     }
+                    if holders.due().is_some_and(|at| now >= at) {
+                        holders = Periodic::Running { task: tokio::spawn(self.holders_read()), again: false };
+                    }
                 }
+            }
+            if std::mem::take(&mut self.holders_wanted) {
+                holders.now();
             }
             self.forget_expired();
             self.publish();
@@ -203,6 +225,7 @@ impl Node {
         // A read left in flight changes nothing; a renewal's answer is not needed to release.
         renewal.abort();
         read.abort();
+        holders.abort();
         self.shut_down().await
     }
 

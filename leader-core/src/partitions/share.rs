@@ -3,7 +3,8 @@
 //! is handed over, what joined it claimed.
 //!
 //! A node that holds its cap needs nobody else's holdings: it keeps what it holds. One with
-//! room for more, or holding more than its cap, reads who holds each partition
+//! room for more, or holding more than its cap, keeps what it holds up to its cap (and its
+//! claims, within the cap) at once, then reads who holds each partition beside its loop
 //! ([`LeaseStore::state_many`](crate::LeaseStore::state_many)) and follows the table: it
 //! claims what the others give up or nobody holds, or gives up what those with room want
 //! most. Two nodes that read different holders may claim the same partition: one wins it,
@@ -16,7 +17,9 @@ use std::sync::Arc;
 use super::assignment::{Member, assigned_to, caps, identity, kept};
 use super::node::Node;
 use super::options::{Settings, announced};
+use crate::error::Error;
 use crate::store::GroupSnapshot;
+use crate::telemetry;
 
 impl Node {
     /// The partitions the node holds and has not started handing over, in order.
@@ -39,21 +42,23 @@ impl Node {
 
     /// Takes the share the table gives this node among `members` (sorted, this node among
     /// them; announced in `group`), given who holds each partition (`owners`, the partitions'
-    /// groups in order) when they were read: what left it is handed over, what joined it
-    /// claimed. Without `owners`, the node keeps what it holds, up to its cap, and the claims
-    /// it made already, up to the cap too.
+    /// groups in order, read after those members): what left it is handed over, what joined
+    /// it claimed. Without `owners` (a read of the members), the node keeps what it holds,
+    /// up to its cap, and the claims it made already, up to the cap too, and reads the
+    /// holders beside its loop if it holds other than its cap.
     pub(super) fn follow(
         &mut self,
         members: Vec<Member>,
-        group: &GroupSnapshot,
+        group: GroupSnapshot,
         owners: Option<&[GroupSnapshot]>,
     ) {
         let settings = Arc::clone(&self.settings);
         let me = identity(&settings.member_holder);
         let position =
             members.binary_search_by_key(&me, |member| member.identity).expect("a member");
+        let cap = caps(settings.count, &members)[position];
         if members != self.members {
-            tracing::info!(set = %settings.name, members = members.len(), cap = caps(settings.count, &members)[position], "partition members changed");
+            tracing::info!(set = %settings.name, members = members.len(), cap, "partition members changed");
             self.members = members;
             self.view_stale = true;
         }
@@ -61,7 +66,7 @@ impl Node {
         let holding = self.holding();
         let share = match owners {
             Some(owners) => {
-                let mut holders = holders(&settings, members, group, owners);
+                let mut holders = holders(&settings, members, &group, owners);
                 for (partition, holder) in holders.iter_mut().enumerate() {
                     if *holder == Some(position) {
                         *holder = None;
@@ -73,14 +78,16 @@ impl Node {
                 assigned_to(settings.count, members, &holders, position)
             }
             None => {
+                self.holders_wanted = holding.len() != cap;
                 let mut share = kept(settings.count, members, position, &holding);
-                let room = caps(settings.count, members)[position].saturating_sub(share.len());
+                let room = cap.saturating_sub(share.len());
                 let claimed = self.share.iter().filter(|i| holding.binary_search(i).is_err());
                 share.extend(claimed.take(room).copied().collect::<Vec<_>>());
                 share.sort_unstable();
                 share
             }
         };
+        self.announcements = group;
         if share != self.share {
             self.share = share;
             self.view_stale = true;
@@ -94,17 +101,40 @@ impl Node {
             self.claim_if_wanted(index);
         }
     }
+
+    /// The read of every partition's holder, to run beside the loop: for the members last
+    /// read.
+    pub(super) fn holders_read(&self) -> impl Future<Output = HoldersRead> + Send + 'static {
+        let (settings, store) = (Arc::clone(&self.settings), Arc::clone(&self.store));
+        let (members, group) = (self.members.clone(), self.announcements.clone());
+        async move {
+            let keys: Vec<&str> = settings.partition_keys.iter().map(String::as_str).collect();
+            let owners = telemetry::state_many(&*store, &keys).await;
+            HoldersRead { members, group, owners }
+        }
+    }
+
+    /// A read of the holders: the table followed, if the members did not change meanwhile
+    /// (a read of the new ones asks for another).
+    pub(super) fn on_holders_read(&mut self, read: HoldersRead) {
+        let HoldersRead { members, group, owners } = read;
+        match owners {
+            Err(error) => {
+                tracing::warn!(set = %self.settings.name, error = %crate::error_chain(&error), "reading the partitions' holders failed; retrying at the next read of the members");
+            }
+            Ok(owners) if members == self.members && !members.is_empty() => {
+                self.follow(members, group, Some(&owners));
+            }
+            Ok(_) => {}
+        }
+    }
 }
 
-/// Whether the node, `holding` that many partitions, holds other than its cap among the
-/// members announced in `group`: then it reads who holds each partition (with room, to
-/// find what it may claim; beyond its cap, to give up first what those with room want
-/// most).
-pub(super) fn off_its_cap(settings: &Settings, group: &GroupSnapshot, holding: usize) -> bool {
-    let members = members_of(group, &settings.member_holder);
-    let me = identity(&settings.member_holder);
-    let position = members.binary_search_by_key(&me, |member| member.identity);
-    position.is_ok_and(|position| holding != caps(settings.count, &members)[position])
+/// A read of every partition's holder, for `members` (announced in `group`).
+pub(super) struct HoldersRead {
+    members: Vec<Member>,
+    group: GroupSnapshot,
+    owners: Result<Vec<GroupSnapshot>, Error>,
 }
 
 /// By partition, the index into `members` of the member that holds it in `owners` (its

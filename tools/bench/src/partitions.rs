@@ -256,7 +256,8 @@ async fn one_core(server: &Server, store: &RedisStore, leases: usize, say: &dyn 
     }
 }
 
-async fn rebalance(store: &RedisStore, say: &dyn Fn(String)) {
+/// 9 nodes hold 1,000 partitions, a tenth joins: how long until every node owns its 100.
+pub(crate) async fn rebalance<S: LeaseStore + Clone + 'static>(store: &S, say: &dyn Fn(String)) {
     let count = 1_000;
     let lease = Duration::from_secs(6);
     let mut nodes = Vec::new();
@@ -268,7 +269,8 @@ async fn rebalance(store: &RedisStore, say: &dyn Fn(String)) {
     nodes.push(node(store, "rebalance", count, lease, "node-9".to_owned()).await);
     let took = until_balanced(&nodes, count, 2 * lease).await;
     say(format!(
-        "partitions: rebalancing {count} partitions over 9 nodes after a tenth joins: {took:.1?} (start included: {:.1?}; target: within two leases, {:?})",
+        "partitions on {}: rebalancing {count} partitions over 9 nodes after a tenth joins: {took:.1?} (start included: {:.1?}; target: within two leases, {:?})",
+        store.kind(),
         joined.elapsed(),
         2 * lease
     ));

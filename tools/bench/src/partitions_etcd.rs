@@ -1,6 +1,8 @@
 //! `--partitions-etcd`: partition leases on a three-member etcd cluster (loopback, 50 ms
 //! heartbeat), where a node's slots share one session lease.
 //!
+//! - Rebalancing, twice: 9 nodes hold 1,000 partitions, a tenth joins: how long until every
+//!   node owns its 100 (each node off its cap reads the 1,000 holders first).
 //! - Nodes: 10,000 partitions over 10 nodes in this process: the gRPC messages the members
 //!   received per renewal period once balanced (every call the nodes made: keep-alives,
 //!   reads of slot keys, member reads), per 100 partitions.
@@ -27,6 +29,9 @@ fn messages(cluster: &EtcdCluster) -> f64 {
 pub async fn run(say: &dyn Fn(String)) {
     let cluster = EtcdCluster::start(3).await;
     let store = EtcdStore::connect(&cluster.url()).await.expect("connect");
+    for _ in 0..2 {
+        crate::partitions::rebalance(&store, say).await;
+    }
     let (count, nodes_count) = (10_000u32, 10);
     let lease = Duration::from_secs(6);
     let renew_interval = lease / 3;

@@ -34,7 +34,7 @@
 //!   there): one round trip, and the lease is kept for the next grant. A release within
 //!   `min_lease_time` moves the slot to a lease that ends then (see `release.rs`).
 //! - **State** reads the group (one round trip) and each live lease's time to live (one
-//!   more, in parallel). A slot waiting out a lock-delay is reported as pending, never as a
+//!   more, in parallel; see `state.rs`, which reads many groups in one transaction). A slot waiting out a lock-delay is reported as pending, never as a
 //!   leader. A full group's nearest expiry is the shortest TTL among its slots, an upper
 //!   bound: waiters wake on the watch's delete event at the true expiry.
 //! - **Waiters and observers** share one etcd watch per group and process (see `feed.rs`).
@@ -78,6 +78,7 @@ mod ownership;
 mod release;
 mod sessions;
 mod slots;
+mod state;
 
 pub use self::builder::EtcdStoreBuilder;
 
@@ -94,14 +95,14 @@ use self::group::Group;
 use self::hints::Hints;
 use self::keep_alive::KeepAlives;
 use self::layout::{GroupKeys, MAX_KEY_BYTES, Part};
-use self::leases::{LeasePool, MarkerLeases, secs, too_short};
+use self::leases::{LeasePool, MarkerLeases, too_short};
 use self::members::Members;
 use self::sessions::Sessions;
 use self::slots::KnownSlots;
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::store::watch::Interest;
@@ -381,47 +382,15 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
-        crate::store::located(&self.inner.endpoint, async {
-            let keys = self.keys(key)?;
-            let bound = self.bound("state");
-            let group = self.read(&bound, &keys).await?;
-            let lives = group.slots.iter().map(|slot| {
-                let (members, lease) = (&self.inner.members, slot.lease);
-                let bound = &bound;
-                async move {
-                    members
-                        .call(bound, |client| async move {
-                            client.lease_client().time_to_live(lease, None).await
-                        })
-                        .await
-                }
-            });
-            let lives = futures_util::future::join_all(lives).await;
-            let mut snapshot = GroupSnapshot::default();
-            for (slot, life) in group.slots.iter().zip(lives) {
-                let life = life?;
-                if life.ttl() < 0 {
-                    continue; // expired between the two reads
-                }
-                // etcd truncates the time left to whole seconds: at least this is left.
-                let info = SlotInfo {
-                    holder: slot.holder.clone(),
-                    fence: slot.fence,
-                    acquired_at: slot.acquired_at,
-                    expires_in: secs(life.ttl().min(life.granted_ttl())),
-                };
-                // A slot in its lock-delay is taken, but its holder does not lead yet.
-                match slot.is_pending() {
-                    true => snapshot.pending.push(info),
-                    false => snapshot.leaders.push(info),
-                }
-            }
-            if !snapshot.leaders.is_empty() || !snapshot.pending.is_empty() {
-                snapshot.max_leaders = group.size();
-            }
-            Ok(snapshot)
-        })
-        .await
+        crate::store::located(&self.inner.endpoint, self.state_of(key)).await
+    }
+
+    /// The groups' ranges in one read-only transaction per [`RENEW_BATCH_LEN`] groups, then
+    /// each lease's time to live once (a node's partitions share its session's lease).
+    ///
+    /// [`RENEW_BATCH_LEN`]: crate::store::author::RENEW_BATCH_LEN
+    async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
+        crate::store::located(&self.inner.endpoint, self.states_of(keys)).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
