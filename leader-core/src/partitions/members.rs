@@ -289,7 +289,7 @@ impl Node {
                 tracing::error!(set = %settings.name, error = %error, "the set's live nodes disagree; partitions may stay unowned until they agree");
             }
         }
-        self.follow(members, group, None);
+        self.follow(members, group, None, false);
         first_expiry
     }
 

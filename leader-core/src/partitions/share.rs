@@ -43,14 +43,16 @@ impl Node {
     /// Takes the share the table gives this node among `members` (sorted, this node among
     /// them; announced in `group`), given who holds each partition (`owners`, the partitions'
     /// groups in order, read after those members): what left it is handed over, what joined
-    /// it claimed. Without `owners` (a read of the members), the node keeps what it holds,
-    /// up to its cap, and the claims it made already, up to the cap too, and reads the
-    /// holders beside its loop if it holds other than its cap.
+    /// it claimed. Without `owners` (a read of the members), the node keeps what it holds
+    /// and the claims it made already, up to its cap, and reads the holders beside its loop
+    /// if it holds other than its cap; beyond its cap it gives nothing up until it has read
+    /// them, or, if they were `unreadable`, gives up what ranks it lowest.
     pub(super) fn follow(
         &mut self,
         members: Vec<Member>,
         group: GroupSnapshot,
         owners: Option<&[GroupSnapshot]>,
+        unreadable: bool,
     ) {
         let settings = Arc::clone(&self.settings);
         let me = identity(&settings.member_holder);
@@ -77,12 +79,22 @@ impl Node {
                 }
                 assigned_to(settings.count, members, &holders, position)
             }
+            // Beyond its cap, the node waits for the holders to say what to give up (what
+            // those with room want most), unless it cannot read them.
+            None if holding.len() >= cap => {
+                // After a failed read, the next read of the members asks again.
+                self.holders_wanted = !unreadable && holding.len() != cap;
+                match unreadable {
+                    true => kept(settings.count, members, position, &holding),
+                    false => holding.clone(),
+                }
+            }
             None => {
-                self.holders_wanted = holding.len() != cap;
-                let mut share = kept(settings.count, members, position, &holding);
-                let room = cap.saturating_sub(share.len());
+                self.holders_wanted = !unreadable;
+                let room = cap - holding.len();
                 let claimed = self.share.iter().filter(|i| holding.binary_search(i).is_err());
-                share.extend(claimed.take(room).copied().collect::<Vec<_>>());
+                let mut share: Vec<u32> = claimed.take(room).copied().collect();
+                share.extend(&holding);
                 share.sort_unstable();
                 share
             }
@@ -121,9 +133,12 @@ impl Node {
         match owners {
             Err(error) => {
                 tracing::warn!(set = %self.settings.name, error = %crate::error_chain(&error), "reading the partitions' holders failed; retrying at the next read of the members");
+                if members == self.members && !members.is_empty() {
+                    self.follow(members, group, None, true);
+                }
             }
             Ok(owners) if members == self.members && !members.is_empty() => {
-                self.follow(members, group, Some(&owners));
+                self.follow(members, group, Some(&owners), false);
             }
             Ok(_) => {}
         }
