@@ -8,9 +8,10 @@
 //! the count. Without weights, `floor(count / n)` or `ceil(count / n)` each.
 //!
 //! The table is sticky: each member keeps what it holds, up to its cap, and only the rest
-//! moves. Of what a member holds beyond its cap it keeps first the partitions that rank it
-//! best among the members (each partition ranks the members by a hash of (partition,
-//! member): rendezvous hashing), so a partition drifts towards its first choices. The
+//! moves. Of what a member holds beyond its cap it gives up first the partitions the members
+//! with room rank highest (each partition ranks the members by a hash of (partition,
+//! member): rendezvous hashing), so that a member back from a restart gets back mostly what
+//! it held, then those that rank it lowest. The
 //! partitions nobody keeps (held by nobody, by a node that left, or beyond a cap) go, in
 //! order, to their best-ranked member that still has room. A join moves the joiner's share
 //! and nothing else; a leave, the leaver's partitions only (`leader-bench

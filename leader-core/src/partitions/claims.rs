@@ -8,7 +8,7 @@
 //! the node stops). A withdrawn claim's guard gives back whatever a lost reply may have
 //! granted.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +40,9 @@ pub(super) struct Claimed {
 pub(super) struct Claims {
     running: JoinSet<Claimed>,
     /// Each partition's claim in flight: its token (which tells a claim from one withdrawn
-    /// and made again) and what withdraws it.
-    by_index: HashMap<u32, (LeaseToken, CancellationToken)>,
+    /// and made again) and what withdraws it. Ordered, so that claims withdrawn together
+    /// end in one order every run (the simulation replays a seed's trace).
+    by_index: BTreeMap<u32, (LeaseToken, CancellationToken)>,
 }
 
 impl Claims {
@@ -116,7 +117,7 @@ impl Claims {
 
     /// Withdraws every claim in flight.
     pub(super) fn withdraw_all(&mut self) {
-        for (_, (_, withdrawn)) in self.by_index.drain() {
+        for (_, (_, withdrawn)) in std::mem::take(&mut self.by_index) {
             withdrawn.cancel();
         }
     }

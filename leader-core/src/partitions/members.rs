@@ -1,6 +1,6 @@
 //! The node's membership: its announcement (a slot of the members' group, whose token is the
-//! node's session), the reads of who the members are, and the share the assignment gives
-//! the node among them.
+//! node's session) and the reads of who the members are (what the node then keeps, claims
+//! and hands over: `share.rs`).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //! partitions in batches, reads the members, and follows its share: what leaves it is
 //! handed over, what joins it is claimed.
 //!
-//! The loop itself never waits for the store. Its two periodic calls (the renewal batch and
-//! the members' read, one of each at a time) run beside it, and so do the claims (each a
+//! The loop itself never waits for the store. Its periodic calls (the renewal batch, the
+//! members' read, and, while the node is off its cap, the read of the partitions' holders;
+//! one of each at a time) run beside it, and so do the claims (each a
 //! candidacy in the candidate loop: `claims.rs`) and the hand-overs (a grace for the work to
 //! stop, then the release through the slot's guard: `held.rs`). The loop learns of their
 //! ends from their join handles and sets.
@@ -154,7 +155,7 @@ impl Node {
         // A failed renewal or read is tried again no later than the next renewal.
         let retry_after_failure = settings.retry_interval.min(settings.renew_interval);
         loop {
-            // With both running, nothing is due until one ends.
+            // With all three running, nothing is due until one ends.
             let due = [renewal.due(), read.due(), holders.due()].into_iter().flatten().min();
             let due = due.unwrap_or_else(|| Instant::now() + settings.lease_time);
             tokio::select! {

@@ -11,7 +11,7 @@
 //! and the other, still with room, reads the holders again at its next read and claims
 //! another. A node whose read of the holders failed keeps what ranks it best, up to its cap.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::assignment::{Member, assigned_to, caps, identity, kept};
@@ -104,7 +104,7 @@ impl Node {
             self.share = share;
             self.view_stale = true;
         }
-        let share: HashSet<u32> = self.share.iter().copied().collect();
+        let share: BTreeSet<u32> = self.share.iter().copied().collect();
         for index in holding.into_iter().filter(|index| !share.contains(index)) {
             self.hand_over(index);
         }
@@ -164,7 +164,7 @@ fn holders(
     let index_of = |identity: u64| {
         members.binary_search_by_key(&identity, |member: &Member| member.identity).ok()
     };
-    let mut by_holder: HashMap<&str, usize> = HashMap::new();
+    let mut by_holder: BTreeMap<&str, usize> = BTreeMap::new();
     let announcements = group.leaders.iter().chain(&group.pending).map(|slot| &*slot.holder);
     for holder in announcements.chain([&*settings.member_holder]) {
         if let (Some((id, _, _)), Some(index)) = (announced(holder), index_of(identity(holder))) {

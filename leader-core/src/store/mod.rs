@@ -61,7 +61,9 @@ pub use etcd::{EtcdStore, EtcdStoreBuilder};
 pub use etcd_client;
 pub use lease_store::LeaseStore;
 #[cfg(any(feature = "redis", feature = "etcd"))]
-pub(crate) use lease_store::{renew_each, state_each};
+pub(crate) use lease_store::renew_each;
+#[cfg(feature = "redis")]
+pub(crate) use lease_store::state_each;
 pub use memory::MemoryStore;
 pub use outcomes::{AcquireOutcome, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo};
 #[cfg(feature = "postgres")]

@@ -144,21 +144,14 @@ async fn main() {
         .await;
         return;
     }
-    if args.iter().any(|a| a == "--partitions-cpu") {
-        partitions_cpu::run(&server, &|line| println!("{line}")).await;
-        return;
-    }
-    if args.iter().any(|a| a == "--partitions-renewal") {
-        partitions::renewal_only(&server, &|line| println!("{line}")).await;
-        return;
-    }
-    if args.iter().any(|a| a == "--partitions-rebalance") {
-        partitions::rebalance_only(&server, &|line| println!("{line}")).await;
-        return;
-    }
-    if args.iter().any(|a| a == "--partitions") {
-        partitions::run(&server, quick, &|line| println!("{line}")).await;
-        return;
+    for arg in &args {
+        match arg.as_str() {
+            "--partitions-cpu" => return partitions_cpu::run(&server, say).await,
+            "--partitions-renewal" => return partitions::renewal_only(&server, say).await,
+            "--partitions-rebalance" => return partitions::rebalance_only(&server, say).await,
+            "--partitions" => return partitions::run(&server, quick, say).await,
+            _ => {}
+        }
     }
     if args.iter().any(|a| a == "--floor") {
         for _ in 0..2 {
