@@ -34,9 +34,10 @@
 //!   there): one round trip, and the lease is kept for the next grant. A release within
 //!   `min_lease_time` moves the slot to a lease that ends then (see `release.rs`).
 //! - **State** reads the group (one round trip) and each live lease's time to live (one
-//!   more, in parallel; see `state.rs`, which reads many groups in one transaction). A slot waiting out a lock-delay is reported as pending, never as a
-//!   leader. A full group's nearest expiry is the shortest TTL among its slots, an upper
-//!   bound: waiters wake on the watch's delete event at the true expiry.
+//!   more, in parallel; `state.rs` also reads many groups in one transaction). A slot
+//!   waiting out a lock-delay is reported as pending, never as a leader. A full group's
+//!   nearest expiry is the shortest TTL among its slots, an upper bound: waiters wake on
+//!   the watch's delete event at the true expiry.
 //! - **Waiters and observers** share one etcd watch per group and process (see `feed.rs`).
 //!
 //! # Leases revoked early, and the lock-delay
