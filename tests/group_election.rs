@@ -1,5 +1,7 @@
 //! `LeaderGroupElector` and `LeaderElector` over the in-memory store, as a user drives them.
 
+#[path = "group_election/fairness.rs"]
+mod fairness;
 #[path = "group_election/releases.rs"]
 mod releases;
 #[path = "group_election/renewals.rs"]

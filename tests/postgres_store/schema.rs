@@ -74,7 +74,7 @@ async fn older_schemas_are_migrated_and_newer_ones_refused() {
     server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 5'"));
     let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates an older schema");
     let version = server.psql(&format!("SELECT obj_description('{grant}'::regprocedure)"));
-    assert_eq!(version, "leader-core schema 8");
+    assert_eq!(version, "leader-core schema 9");
     let outcome = upgraded.acquire(request("leader:kept", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the slot was kept: {outcome:?}");
 
@@ -83,7 +83,7 @@ async fn older_schemas_are_migrated_and_newer_ones_refused() {
     assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
     let shown = err.to_string();
     assert!(shown.contains("\"leader-core schema 99\", newer than this build's"), "{shown}");
-    assert!(shown.contains("\"leader-core schema 8\""), "{shown}");
+    assert!(shown.contains("\"leader-core schema 9\""), "{shown}");
 }
 
 /// A service opens its store without I/O at start-up; on a database where no store ever

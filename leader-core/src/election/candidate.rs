@@ -57,6 +57,28 @@ pub(crate) trait Policy {
     /// Resolves when something other than a release or an expiry ends the wait after a
     /// refusal: `Some` to end the candidacy, `None` to attempt again at once.
     async fn interrupted(&mut self) -> Option<Self::Stop>;
+
+    /// Whether the candidate waits fairly: after [`FAIR_AFTER_LOST`] hand-overs lost in a
+    /// row it claims the group's next free slot (a [`Reservation`](crate::store::Reservation)),
+    /// and the candidate that has waited longest holds the claim. Default: no.
+    fn waits_fairly(&self) -> bool {
+        false
+    }
+}
+
+/// After how many hand-overs lost in a row (a release woke the candidate, and its attempt
+/// was refused) a fair waiter claims the group's next free slot.
+pub(crate) const FAIR_AFTER_LOST: u32 = 3;
+
+/// How long a fair waiter's claim lives after each of its attempts (at most the lease
+/// time): the longest a claim of a waiter that died holds a free slot back. The store
+/// tells the claim's holder to attempt again within half of it, so the claim lives while
+/// its holder waits.
+pub(crate) const FAIR_HOLD: Duration = Duration::from_secs(1);
+
+/// How long a claim made with `lease_time` lives after each attempt.
+fn fair_hold(lease_time: Duration) -> Duration {
+    FAIR_HOLD.min(lease_time).max(Duration::from_millis(2))
 }
 
 /// Stands as candidate for a slot of `request.key` under `request.token` until it is won
@@ -69,6 +91,11 @@ pub(crate) trait Policy {
 ///
 /// `guard` is armed while a request is in flight and while a transient failure may have
 /// granted the slot, and left armed once the slot is won: dropping it gives the slot back.
+/// A policy that [waits fairly](Policy::waits_fairly) counts the hand-overs it loses, and
+/// from [`FAIR_AFTER_LOST`] on sends each attempt with a claim to the next free slot (the
+/// store answers the claim's holder with a nearest expiry within half the claim's life, so
+/// it attempts again, renewing the claim, before the claim lapses).
+///
 /// A grant whose reply arrived after its local deadline (a stall, a slow network) is never
 /// returned: it is given back, and counts as a lost attempt. A give-back the store did not
 /// answer may still land, and would free a later grant of the same token: the candidacy
@@ -83,7 +110,17 @@ pub(crate) async fn stand<P: Policy>(
     let deadline = policy.deadline();
     let single_attempt = deadline.is_some_and(|deadline| deadline <= Instant::now());
     let mut releases: Option<GroupWatch> = None;
+    let started = Instant::now();
+    let hold_for = fair_hold(request.lease_time);
+    // Hand-overs lost in a row: refusals right after a release woke the candidate.
+    let mut lost = 0u32;
+    let mut woken_by_release = false;
     loop {
+        let fair = policy.waits_fairly() && store.keeps_reservations();
+        let reserving = fair && lost >= FAIR_AFTER_LOST;
+        if reserving {
+            request = request.reserving(started.elapsed(), hold_for);
+        }
         if releases.is_none() && !single_attempt {
             match store.watch_releases(request.key).await {
                 Ok(watch) => releases = Some(watch),
@@ -126,6 +163,9 @@ pub(crate) async fn stand<P: Policy>(
             Ok(AcquireOutcome::Full { nearest_expiry }) => {
                 policy.answered();
                 guard.set_armed(false);
+                if woken_by_release {
+                    lost = lost.saturating_add(1);
+                }
                 nearest_expiry
             }
             Err(error) => {
@@ -144,13 +184,14 @@ pub(crate) async fn stand<P: Policy>(
         let Some(watch) = releases.as_mut() else {
             return Err(policy.at_deadline());
         };
-        let wake_at = now + nearest_expiry.max(Duration::from_millis(1));
-        let wake_at = deadline.map_or(wake_at, |deadline| deadline.min(wake_at));
+        let wait = nearest_expiry.max(Duration::from_millis(1));
+        let wake_at = deadline.map_or(now + wait, |deadline| deadline.min(now + wait));
+        woken_by_release = false;
         tokio::select! {
             // A stop or a resignation first: releases that keep coming must not hide it.
             biased;
             stop = policy.interrupted() => if let Some(stop) = stop { return Err(stop) },
-            () = watch.woken() => {}
+            () = watch.woken() => woken_by_release = true,
             () = sleep_until(wake_at) => {}
         }
     }
@@ -164,6 +205,7 @@ pub(crate) struct PerCall<'a> {
     deadline: Instant,
     group: &'a str,
     skip_on_store_error: bool,
+    fair_waiting: bool,
     backoff: Backoff,
 }
 
@@ -183,6 +225,7 @@ impl<'a> PerCall<'a> {
             deadline: Instant::now() + settings.wait_time,
             group,
             skip_on_store_error: settings.skip_on_store_error,
+            fair_waiting: settings.fair_waiting,
             backoff: Backoff::new(
                 FIRST_PAUSE.min(settings.retry_interval),
                 settings.retry_interval,
@@ -229,5 +272,9 @@ impl Policy for PerCall<'_> {
 
     async fn interrupted(&mut self) -> Option<PerCallStop> {
         std::future::pending().await
+    }
+
+    fn waits_fairly(&self) -> bool {
+        self.fair_waiting
     }
 }

@@ -246,6 +246,7 @@ impl LeaderGroupElector {
             holder: &settings.holder_id,
             lease_time: settings.lease_time,
             session: None,
+            reservation: None,
         };
         let mut policy = PerCall::new(name, settings);
         let Won { grant, sent_at, token } = match candidate::stand(

@@ -59,6 +59,7 @@ pub struct LeaderElectionOptions {
     )]
     min_lease_time: Duration,
     auto_extend: bool,
+    fair_waiting: bool,
     #[cfg_attr(
         feature = "serde",
         serde(deserialize_with = "crate::serde_support::field::holder_id")
@@ -80,6 +81,7 @@ impl Default for LeaderElectionOptions {
             timing: LeaseTiming::default(),
             min_lease_time: Duration::ZERO,
             auto_extend: false,
+            fair_waiting: true,
             holder_id: None,
             keys: KeyOptions::default(),
         }
@@ -146,6 +148,7 @@ impl LeaderElectionOptions {
             holder_id: holder_id.into(),
             keys: self.keys.clone(),
             skip_on_store_error: false,
+            fair_waiting: self.fair_waiting,
         })
     }
 }
@@ -350,6 +353,14 @@ election_setters! {
     /// `run_if_leader` body still running then is logged as a warning, once per group).
     fn auto_extend(auto_extend: bool) => auto_extend;
 
+    /// Wait in turn: a waiter that lost 3 hand-overs in a row claims the group's next free
+    /// slot, and of the waiters that claim it the one that has waited longest is served
+    /// first. A waiter holding the claim attempts again every 500 ms (half the claim's life,
+    /// at most half the lease) while it waits, and the claim of a waiter that stopped or
+    /// died holds a free slot back for at most 1 s. The etcd store keeps no claims: there
+    /// the first attempt after a release wins. Default: true.
+    fn fair_waiting(fair_waiting: bool) => fair_waiting;
+
     /// This candidate's id in state and logs. Default: `hostname:pid:random`.
     /// 1 to 256 bytes, no control characters.
     fn holder_id(holder_id: impl Into<String>) => Some(holder_id.into());
@@ -379,6 +390,8 @@ pub(crate) struct Settings {
     /// The macros' `on_store_error = "skip"`: store failures are tried again until
     /// `wait_time` is over, then the call is `Skipped`.
     pub skip_on_store_error: bool,
+    /// Waiters take turns (see `fair_waiting`).
+    pub fair_waiting: bool,
 }
 
 /// `max_leaders` as a group's size: at least 1 (both option families check it here).

@@ -202,6 +202,7 @@ async fn stand(
         holder: &settings.holder_id,
         lease_time: settings.lease_time,
         session: None,
+        reservation: None,
     };
     let mut policy = Standing { shared, commands, state };
     let Won { grant, sent_at, token } =

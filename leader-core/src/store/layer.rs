@@ -77,6 +77,11 @@ pub trait StoreLayer: Debug + Send + Sync {
         inner.expiry_resolution()
     }
 
+    /// [`LeaseStore::keeps_reservations`]. Default: the wrapped store's.
+    fn keeps_reservations(&self, inner: &dyn LeaseStore) -> bool {
+        inner.keeps_reservations()
+    }
+
     /// [`LeaseStore::acquire`]. Default: the wrapped store's.
     async fn acquire(
         &self,
@@ -178,6 +183,10 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
 
     fn expiry_resolution(&self, inner: &dyn LeaseStore) -> Duration {
         (**self).expiry_resolution(inner)
+    }
+
+    fn keeps_reservations(&self, inner: &dyn LeaseStore) -> bool {
+        (**self).keeps_reservations(inner)
     }
 
     async fn acquire(
@@ -296,6 +305,10 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
 
     fn expiry_resolution(&self) -> Duration {
         self.layer.expiry_resolution(&self.inner)
+    }
+
+    fn keeps_reservations(&self) -> bool {
+        self.layer.keeps_reservations(&self.inner)
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {

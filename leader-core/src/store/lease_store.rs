@@ -94,6 +94,13 @@ pub trait LeaseStore: Debug + Send + Sync {
         Duration::from_millis(1)
     }
 
+    /// Whether the store keeps a group's [`Reservation`](super::Reservation) of its next
+    /// free slot, as [`AcquireRequest::reserving`] describes; a store that does not ignores
+    /// the claims, and candidates that wait fairly do not send them. Default: `false`.
+    fn keeps_reservations(&self) -> bool {
+        false
+    }
+
     /// Grants a slot if one is free, or reports when the earliest one expires.
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error>;
 
@@ -207,6 +214,10 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     fn expiry_resolution(&self) -> Duration {
         (**self).expiry_resolution()
+    }
+
+    fn keeps_reservations(&self) -> bool {
+        (**self).keeps_reservations()
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {

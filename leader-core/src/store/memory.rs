@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::reserved::{self, Reserved};
 use super::watch::Watchers;
 use super::{
     AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
@@ -70,6 +71,8 @@ const SWEEP_AFTER: Duration = Duration::from_secs(10);
 struct Group {
     max_leaders: u32,
     slots: Vec<Slot>,
+    /// Who the next free slot is kept for (fair waiting), while someone claims it.
+    reserved: Option<Reserved>,
 }
 
 struct Slot {
@@ -173,16 +176,16 @@ impl Groups {
         if due && !by_key.contains_key(key) {
             by_key.retain(|_, group| {
                 group.slots.retain(|slot| slot.expires_at > now);
-                !group.is_unused()
+                !group.is_unused(now)
             });
             *last_sweep = Some((now, by_key.len()));
         }
         by_key.entry(key.to_owned()).or_insert_with(|| Group::new(max_leaders))
     }
 
-    /// Forgets the group at `key` if it has no live slot.
-    fn forget_if_unused(&mut self, key: &str) {
-        if self.by_key.get(key).is_some_and(Group::is_unused) {
+    /// Forgets the group at `key` if it has no live slot and no live reservation.
+    fn forget_if_unused(&mut self, key: &str, now: Instant) {
+        if self.by_key.get(key).is_some_and(|group| group.is_unused(now)) {
             self.by_key.remove(key);
         }
     }
@@ -190,12 +193,12 @@ impl Groups {
 
 impl Group {
     fn new(max_leaders: u32) -> Self {
-        Group { max_leaders, slots: Vec::new() }
+        Group { max_leaders, slots: Vec::new(), reserved: None }
     }
 
-    /// No live slot (expired ones already dropped).
-    fn is_unused(&self) -> bool {
-        self.slots.is_empty()
+    /// No live slot (expired ones already dropped) and no live reservation.
+    fn is_unused(&self, now: Instant) -> bool {
+        self.slots.is_empty() && !reserved::lives_at(self.reserved.as_ref(), now)
     }
 
     fn slot_mut(&mut self, token: LeaseToken) -> Option<&mut Slot> {
@@ -207,6 +210,10 @@ impl Group {
 impl LeaseStore for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
+    }
+
+    fn keeps_reservations(&self) -> bool {
+        true
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
@@ -240,10 +247,19 @@ impl LeaseStore for MemoryStore {
                 existing: group.max_leaders,
             });
         }
-        if group.slots.len() >= group.max_leaders as usize {
-            let nearest = group.slots.iter().map(|slot| slot.expires_at).min().unwrap_or(now);
-            return Ok(AcquireOutcome::Full { nearest_expiry: nearest - now });
+        // A claim is made (or taken over by an earlier arrival) before the free slots are
+        // counted, so a waiter that takes the claim over takes the slot it was kept for.
+        reserved::claim(&mut group.reserved, &request, now);
+        let free = (group.max_leaders as usize).saturating_sub(group.slots.len());
+        let refused_until = match free {
+            0 => group.slots.iter().map(|slot| slot.expires_at).min(),
+            _ => reserved::held_back_until(&mut group.reserved, request.token, free, now),
+        };
+        if let Some(until) = refused_until {
+            let until = reserved::renewed_by(group.reserved.as_ref(), &request, now, until);
+            return Ok(AcquireOutcome::Full { nearest_expiry: until - now });
         }
+        reserved::granted(&mut group.reserved, request.token);
         *last_fence += 1;
         let fence = *last_fence;
         group.slots.push(Slot {
@@ -312,7 +328,7 @@ impl LeaseStore for MemoryStore {
             ReleaseOutcome::Released
         };
         self.inner.watchers.wake(key);
-        groups.forget_if_unused(key);
+        groups.forget_if_unused(key, now);
         Ok(outcome)
     }
 
@@ -347,7 +363,7 @@ impl LeaseStore for MemoryStore {
                 ReleaseOutcome::Kept { expires_in: held.expires_at - now }
             }
         };
-        groups.forget_if_unused(key);
+        groups.forget_if_unused(key, now);
         Ok(outcome)
     }
 
@@ -369,7 +385,7 @@ impl LeaseStore for MemoryStore {
             .collect();
         slots.sort_by_key(|slot| slot.fence);
         let max_leaders = (!slots.is_empty()).then_some(group.max_leaders);
-        groups.forget_if_unused(key);
+        groups.forget_if_unused(key, now);
         Ok(GroupSnapshot { max_leaders, leaders: slots, pending: Vec::new() })
     }
 

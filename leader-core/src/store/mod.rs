@@ -26,6 +26,7 @@ mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod requests;
+mod reserved;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod resubscribe;
 mod shared;
@@ -68,7 +69,7 @@ pub use memory::MemoryStore;
 pub use outcomes::{AcquireOutcome, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
-pub use requests::{AcquireRequest, Revocation, SlotRef};
+pub use requests::{AcquireRequest, Reservation, Revocation, SlotRef};
 pub use shared::{IntoSharedStore, SharedStore};
 pub use url::store_kind_of;
 pub(crate) use watch::{GroupSignal, GroupWatch};

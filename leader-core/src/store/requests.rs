@@ -26,6 +26,27 @@ pub struct AcquireRequest<'a> {
     pub lease_time: Duration,
     /// The session the slot belongs to, if any (see [`in_session`](Self::in_session)).
     pub session: Option<LeaseToken>,
+    /// The candidate's claim to the group's next free slot, if it asks for one (see
+    /// [`reserving`](Self::reserving)).
+    pub reservation: Option<Reservation>,
+}
+
+/// A waiting candidate's claim to its group's next free slot, for fair waiting: made with
+/// [`AcquireRequest::reserving`].
+///
+/// A group keeps at most one reservation. While it lives, a group with exactly one free slot
+/// grants that slot to the reservation's token alone; a group with more free slots grants
+/// the others as usual.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reservation {
+    /// How long the candidate has waited for a slot so far. The store turns it into an
+    /// arrival on its own clock (now minus `waited`): a request that arrived strictly
+    /// earlier takes the group's reservation over.
+    pub waited: Duration,
+    /// How long the reservation lives after this request, unless the same token asks again
+    /// first (each request from it starts this time over).
+    pub hold_for: Duration,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -50,7 +71,15 @@ impl<'a> AcquireRequest<'a> {
         holder: &'a str,
         lease_time: Duration,
     ) -> Self {
-        AcquireRequest { key, max_leaders, token, holder, lease_time, session: None }
+        AcquireRequest {
+            key,
+            max_leaders,
+            token,
+            holder,
+            lease_time,
+            session: None,
+            reservation: None,
+        }
     }
 
     /// The same request, for a slot of session `session`: a caller that renews many slots
@@ -76,6 +105,32 @@ impl<'a> AcquireRequest<'a> {
     /// ```
     pub fn in_session(self, session: LeaseToken) -> Self {
         AcquireRequest { session: Some(session), ..self }
+    }
+
+    /// The same request, claiming the group's next free slot for its token: a candidate
+    /// that has waited `waited` and lost hand-overs to others asks for it, and the store
+    /// keeps the claim `hold_for` after this request. If the request is refused, the store
+    /// sets the group's reservation to this token unless a live one arrived no later; once
+    /// this token is granted a slot, its reservation ends. A refusal of the reservation's
+    /// holder reports a nearest expiry of at most half of `hold_for`, so the holder asks
+    /// again (and its reservation lives on) while it waits. A request from any other token
+    /// that would take the group's last free slot while a reservation lives is refused, with
+    /// the reservation's time left as the nearest expiry. Stores that keep no reservations
+    /// (etcd) ignore it.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("leader:report", NonZeroU32::MIN, token, "host-a", Duration::from_secs(10))
+    ///     .reserving(Duration::from_millis(750), Duration::from_secs(1));
+    /// assert_eq!(request.reservation.unwrap().hold_for, Duration::from_secs(1));
+    /// ```
+    pub fn reserving(self, waited: Duration, hold_for: Duration) -> Self {
+        AcquireRequest { reservation: Some(Reservation { waited, hold_for }), ..self }
     }
 }
 

@@ -1,8 +1,9 @@
 //! `--fairness`: how evenly waiters are served. Twenty waiters contend for one slot (each
 //! its own elector, as twenty processes would be), 1,000 hand-overs in all: a waiter that
 //! wins holds the slot for a moment, releases it and waits again at once. Printed per
-//! store: the spread of wins (1,000 / 20 = 50 each if perfectly fair) and the most
-//! hand-overs any waiter lost in a row while it waited (19 if served in turn).
+//! store, with fair waiting off and on (the default): the spread of wins (1,000 / 20 = 50
+//! each if perfectly fair) and the most hand-overs any waiter lost in a row while it waited
+//! (19 if served in turn).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,40 +27,55 @@ pub async fn run(say: &dyn Fn(String)) {
     say(format!(
         "fairness: {WAITERS} waiters for one slot, {HAND_OVERS} hand-overs (held {HOLD:?} each)"
     ));
-    say("| store | wins: fewest | median | most | most hand-overs lost in a row | time |".into());
-    say("|---|---|---|---|---|---|".into());
+    say("| store | fair waiting | wins: fewest | median | most | most hand-overs lost in a row | time |".into());
+    say("|---|---|---|---|---|---|---|".into());
     let memory = MemoryStore::new();
-    measure("memory", |_| memory.clone(), say).await;
+    for fair in [false, true, false, true] {
+        measure("memory", fair, |_| memory.clone(), say).await;
+    }
     let redis = RedisServer::start();
     let mut stores = Vec::new();
     for _ in 0..WAITERS {
         stores.push(RedisStore::connect(&redis.url()).await.expect("Redis connects"));
     }
-    measure("Redis", |at| stores[at].clone(), say).await;
+    for fair in [false, true, false, true] {
+        measure("Redis", fair, |at| stores[at].clone(), say).await;
+    }
     let postgres = PostgresServer::start();
     let mut stores = Vec::new();
     for _ in 0..WAITERS {
         stores.push(PostgresStore::connect(&postgres.url()).await.expect("PostgreSQL connects"));
     }
-    measure("PostgreSQL", |at| stores[at].clone(), say).await;
+    for fair in [false, true, false, true] {
+        measure("PostgreSQL", fair, |at| stores[at].clone(), say).await;
+    }
     let etcd = EtcdServer::start();
     let mut stores = Vec::new();
     for _ in 0..WAITERS {
         stores.push(EtcdStore::connect(&etcd.url()).await.expect("etcd connects"));
     }
-    measure("etcd", |at| stores[at].clone(), say).await;
+    for fair in [false, true, false, true] {
+        measure("etcd", fair, |at| stores[at].clone(), say).await;
+    }
 }
 
-/// Runs the contest with waiter `at` on `store(at)`, and says its figures.
-async fn measure<S: IntoSharedStore>(name: &str, store: impl Fn(usize) -> S, say: &dyn Fn(String)) {
+/// Runs the contest with waiter `at` on `store(at)`, waiting fairly or not, and says its
+/// figures.
+async fn measure<S: IntoSharedStore>(
+    name: &str,
+    fair: bool,
+    store: impl Fn(usize) -> S,
+    say: &dyn Fn(String),
+) {
     let winners: Arc<Mutex<Vec<usize>>> = Arc::new(Mutex::new(Vec::with_capacity(HAND_OVERS)));
-    let group = format!("fairness-{name}");
+    let group = format!("fairness-{name}-{fair}-{}", leader::LeaseToken::generate().unwrap());
     let started = Instant::now();
     let mut waiters = Vec::new();
     for at in 0..WAITERS {
         let options = LeaderGroupElectionOptions::new(1)
             .lease_time(Duration::from_secs(10))
-            .wait_time(Duration::from_secs(60));
+            .wait_time(Duration::from_secs(60))
+            .fair_waiting(fair);
         let elector = LeaderGroupElector::new(store(at), options).expect("valid options");
         let (winners, group) = (Arc::clone(&winners), group.clone());
         waiters.push(tokio::spawn(async move {
@@ -88,7 +104,8 @@ async fn measure<S: IntoSharedStore>(name: &str, store: impl Fn(usize) -> S, say
     let mut sorted = wins.clone();
     sorted.sort_unstable();
     say(format!(
-        "| {name} | {} | {} | {} | {lost_in_a_row} | {:.1} s |",
+        "| {name} | {} | {} | {} | {} | {lost_in_a_row} | {:.1} s |",
+        if fair { "on" } else { "off" },
         sorted[0],
         sorted[WAITERS / 2],
         sorted[WAITERS - 1],

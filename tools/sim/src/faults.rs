@@ -23,6 +23,7 @@ use leader::store::{
 use leader::{Error, LeaseStore, LeaseToken, SlotInfo};
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::GROUP;
 use crate::world::{Mutant, World};
 
 /// What happens to one call.
@@ -178,11 +179,26 @@ impl StoreLayer for FaultLayer {
         let world = Arc::clone(&self.world);
         let who = self.who.clone();
         let (key, holder) = (request.key.to_owned(), request.holder.to_owned());
-        let (max_leaders, token, lease_time) =
-            (request.max_leaders, request.token, request.lease_time);
+        let (max_leaders, token, lease_time, mut claim) =
+            (request.max_leaders, request.token, request.lease_time, request.reservation);
+        if claim.is_none() && request.key.ends_with(GROUP) && self.world.draw(|rng| rng.chance(250))
+        {
+            // Claims beyond the fair waiters' own (which need three hand-overs lost within
+            // one wait): a claim on the group's next free slot, from a waiter that says it
+            // waited a while, held up to half a lease; the holder's loop then sees the
+            // store's answers to a claim (held back, told to ask sooner) under the faults.
+            let waited = self.world.draw(|rng| rng.millis(0, 2 * lease_time.as_millis() as u64));
+            let hold = self.world.draw(|rng| rng.millis(1, lease_time.as_millis() as u64 / 2));
+            claim = request.reserving(waited, hold).reservation;
+        }
         let apply = Box::pin(async move {
             let mut request = AcquireRequest::new(&key, max_leaders, token, &holder, lease_time);
             request.session = None;
+            if let Some(claim) = claim {
+                // A fair waiter's claim on the next free slot, as the store would see it.
+                request = request.reserving(claim.waited, claim.hold_for);
+                world.log(&who, format_args!("acquire {key} claims the next free slot"));
+            }
             let mut outcome = world.store.acquire(request).await;
             match &outcome {
                 Ok(AcquireOutcome::Granted(grant)) => {

@@ -27,6 +27,7 @@ mod grants;
 mod guards;
 mod observers;
 mod releases;
+mod reservations;
 mod watches;
 
 use std::sync::OnceLock;
@@ -64,6 +65,10 @@ pub use self::releases::{
     a_revoked_token_gets_no_new_slot_until_the_revoked_one_lapses, expiry_frees_a_slot,
     min_lease_time_keeps_a_released_slot, release_and_renew_never_revive_an_expired_slot,
     release_is_token_checked,
+};
+pub use self::reservations::{
+    a_reservation_keeps_the_last_free_slot_for_the_earliest_waiter,
+    a_reservation_lapses_and_never_holds_back_a_second_free_slot,
 };
 pub use self::watches::{
     grants_releases_and_shortening_renewals_wake_change_watches, release_wakes_watchers,
@@ -123,6 +128,8 @@ macro_rules! with_every_rule {
             a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
             min_lease_time_keeps_a_released_slot,
             expiry_frees_a_slot,
+            a_reservation_keeps_the_last_free_slot_for_the_earliest_waiter,
+            a_reservation_lapses_and_never_holds_back_a_second_free_slot,
             release_wakes_watchers,
             shortening_renewal_wakes_watchers,
             state_reports_live_slots,

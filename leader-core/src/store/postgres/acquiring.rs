@@ -29,10 +29,21 @@ impl PostgresStore {
         let (key, token, holder) =
             (request.key.to_owned(), request.token.to_string(), request.holder.to_owned());
         let lease = millis(request.lease_time);
+        let claim = request.reservation.map(|claim| (millis(claim.waited), millis(claim.hold_for)));
         let statement = tokio::spawn(async move {
-            let params: [&(dyn ToSql + Sync); 5] = [&key, &token, &holder, &lease, &max];
-            let sql = &store.inner.names.acquire_sql;
-            let rows = store.query(Call::candidate("acquire", sql), &params).await;
+            let rows = match &claim {
+                None => {
+                    let params: [&(dyn ToSql + Sync); 5] = [&key, &token, &holder, &lease, &max];
+                    let sql = &store.inner.names.acquire_sql;
+                    store.query(Call::candidate("acquire", sql), &params).await
+                }
+                Some((waited, hold)) => {
+                    let params: [&(dyn ToSql + Sync); 7] =
+                        [&key, &token, &holder, &lease, &max, waited, hold];
+                    let sql = &store.inner.names.acquire_claiming_sql;
+                    store.query(Call::candidate("acquire", sql), &params).await
+                }
+            };
             ended.send_replace(true);
             drop(flight);
             rows

@@ -78,6 +78,10 @@ impl LeaseStore for PostgresStore {
         "postgres"
     }
 
+    fn keeps_reservations(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
             crate::duration::positive("lease_time", request.lease_time)?;

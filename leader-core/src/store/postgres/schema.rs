@@ -14,6 +14,7 @@ use crate::error::Error;
 const SCHEMA_SQL: &str = concat!(
     include_str!("sql/tables.sql"),
     include_str!("sql/grant.sql"),
+    include_str!("sql/claim.sql"),
     include_str!("sql/renew.sql"),
     include_str!("sql/release.sql"),
     include_str!("sql/revoke.sql"),
@@ -28,7 +29,7 @@ const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 /// its functions) and refuses one of a newer version. Bump it when the schema text
 /// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
 /// both are done).
-const SCHEMA_VERSION: &str = "leader-core schema 8";
+const SCHEMA_VERSION: &str = "leader-core schema 9";
 
 /// What precedes the number in a schema version.
 const VERSION_PREFIX: &str = "leader-core schema ";
@@ -43,11 +44,12 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 6", 18106860953845036408),
     ("leader-core schema 7", 12987311710983472742),
     ("leader-core schema 8", 14595019790220804352),
+    ("leader-core schema 9", 2190849761551008073),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as
 /// information_schema.columns names it)]).
-const SHAPE: [(&str, &[(&str, &str)]); 2] = [
+const SHAPE: [(&str, &[(&str, &str)]); 3] = [
     ("groups", &[("key", "text"), ("max_leaders", "integer"), ("last_fence", "bigint")]),
     (
         "slots",
@@ -58,6 +60,15 @@ const SHAPE: [(&str, &[(&str, &str)]); 2] = [
             ("fence", "bigint"),
             ("acquired_at", "timestamp with time zone"),
             ("expires_at", "timestamp with time zone"),
+        ],
+    ),
+    (
+        "reservations",
+        &[
+            ("key", "text"),
+            ("token", "uuid"),
+            ("arrived_at", "timestamp with time zone"),
+            ("held_until", "timestamp with time zone"),
         ],
     ),
 ];

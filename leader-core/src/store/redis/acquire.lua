@@ -1,13 +1,55 @@
 -- acquire, after acquire_refusal.lua (which defines group, full_key and token, and refuses
 -- a group its marker says is full) and the prelude.
 local now, clock = server_time()
+
+-- The group's claim on its next free slot ("reserved"), if it is live at `now`: until when,
+-- and for which token.
+local function claim_of(value, now)
+  if not value then
+    return nil
+  end
+  local until_ms, arrival, owner = string.match(value, '^(%d+):(%-?%d+):(.*)$')
+  if not until_ms or tonumber(until_ms) <= now then
+    return nil
+  end
+  return tonumber(until_ms), owner, tonumber(arrival)
+end
+
+-- A request that claims the next free slot (ARGV[7], "waited_ms:hold_ms") takes the group's
+-- claim, unless a live one arrived no later; its own claim lives on from now. Made before
+-- the free slots are counted, so a waiter that takes the claim over takes the slot it was
+-- kept for. Answers the live claim after it: until when, and for which token. A server out
+-- of memory refuses the write (pcall): the claim stays as it was.
+local function claim_next_slot(value, now)
+  local until_ms, owner, owner_arrival = claim_of(value, now)
+  local waited, hold = string.match(ARGV[7], '^(%d+):(%d+)$')
+  if not waited then
+    return until_ms, owner
+  end
+  local arrival = now - tonumber(waited)
+  if until_ms and owner == token then
+    arrival = math.min(arrival, owner_arrival)
+  elseif until_ms and owner_arrival <= arrival then
+    return until_ms, owner
+  end
+  local claimed = now + tonumber(hold)
+  local written = redis.pcall('HSET', group, 'reserved',
+    string.format('%d:%d:%s', claimed, arrival, token))
+  if type(written) == 'table' and written.err then
+    return until_ms, owner
+  end
+  return claimed, token
+end
+
 local fields = redis.call('HGETALL', group)
 local live, nearest, latest, existing, last = 0, nil, 0, nil, nil
-local stale, waiting, watched = nil, false, false
+local stale, waiting, watched, reserved = nil, false, false, nil
 for i = 1, #fields, 2 do
   local field, value = fields[i], fields[i + 1]
   if field == 'max' then
     existing = value
+  elseif field == 'reserved' then
+    reserved = value
   elseif field == 'fence' then
     last = value
   elseif field == 'waiting' then
@@ -59,8 +101,22 @@ if live > 0 then
     if nearest - 1 > now then
       redis.pcall('SET', full_key, FULL_PREFIX .. ARGV[4], 'PXAT', string.format('%d', nearest - 1))
     end
+    -- The claim's holder asks again within half the claim's life, so it lives on.
+    local _, owner = claim_next_slot(reserved, now)
+    if owner == token then
+      return {0, math.min(nearest - now, math.floor(tonumber(string.match(ARGV[7], ':(%d+)$')) / 2))}
+    end
     return {0, nearest - now}
   end
+end
+
+-- A free slot. The group's last one is kept for the token its live claim names.
+local claim_until, claim_token = claim_next_slot(reserved, now)
+if claim_until and claim_token ~= token and tonumber(ARGV[4]) - live == 1 then
+  if not waiting then
+    redis.pcall('HSET', group, 'waiting', '1')
+  end
+  return {0, claim_until - now}
 end
 
 -- Strictly above every earlier fence, and above the clock in microseconds, so fences keep
@@ -74,10 +130,16 @@ if last and not fence_above(fence_text, last) then
 end
 local lease = tonumber(ARGV[3])
 local expires = now + lease
-if waiting then
-  -- A slot was freed since the refusal that set it, which woke that candidate.
+if waiting and not (claim_until and claim_token == token) then
+  -- A slot was freed since the refusal that set it, which woke that candidate. (Unless this
+  -- grant ends a claim: the candidates its claim held back wait for the next release.)
   stale = stale or {}
   stale[#stale + 1] = 'waiting'
+end
+if claim_token == token or (reserved and not claim_until) then
+  -- This token's claim, now served (made by this request, perhaps), or a lapsed one.
+  stale = stale or {}
+  stale[#stale + 1] = 'reserved'
 end
 if stale then
   redis.call('HDEL', group, unpack(stale))

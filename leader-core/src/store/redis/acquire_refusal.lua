@@ -5,7 +5,8 @@
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
 -- KEYS[1] group, KEYS[2] full marker
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel,
--- ARGV[6] lease_ms + the idle group TTL in ms
+-- ARGV[6] lease_ms + the idle group TTL in ms, ARGV[7] a claim to the next free slot,
+-- "waited_ms:hold_ms", or '' (see "reserved" in the prelude)
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token;
 --                                                      the fence as its decimal digits)
 --        {0, nearest_expiry_in_ms}                      full
@@ -15,8 +16,9 @@
 local group, full_key, token = KEYS[1], KEYS[2], ARGV[1]
 
 -- A full group, known from its marker: refuse without the clock or the records, unless
--- this token holds one of the slots (a retry after a lost reply) or asks with another N.
-local marker = redis.call('GET', full_key)
+-- this token holds one of the slots (a retry after a lost reply), asks with another N, or
+-- claims the next free slot (which needs the clock and the group's claim).
+local marker = ARGV[7] == '' and redis.call('GET', full_key)
 if marker then
   if string.sub(marker, 1, #FULL_PREFIX) ~= FULL_PREFIX then
     return redis.error_reply('WRONGTYPE the full marker key holds a value this store did not write')

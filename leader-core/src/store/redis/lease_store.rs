@@ -92,11 +92,18 @@ impl LeaseStore for RedisStore {
         "redis"
     }
 
+    fn keeps_reservations(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
             crate::duration::positive("lease_time", request.lease_time)?;
             let keys = GroupKeys::new(request.key)?;
             let lease = millis(request.lease_time);
+            let claim = request.reservation.map_or_else(String::new, |claim| {
+                format!("{}:{}", millis(claim.waited), millis(claim.hold_for))
+            });
             let (reply, acknowledged) = self
                 .call_then_wait(
                     "acquire",
@@ -110,6 +117,7 @@ impl LeaseStore for RedisStore {
                         &request.max_leaders.get(),
                         &keys.grant_channel(),
                         &lease.saturating_add(self.inner.idle_group_ttl_ms),
+                        &claim,
                     ],
                     self.inner.replica_ack,
                 )

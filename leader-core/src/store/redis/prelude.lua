@@ -4,6 +4,9 @@
 --   token -> "expires_ms:fence:acquired_ms:holder" for each slot,
 --   "max" -> max_leaders, "fence" -> the last fence handed out,
 --   "waiting" -> "1" while a refused candidate may be waiting for a slot,
+--   "reserved" -> "until_ms:arrival_ms:token" while the group's next free slot is kept for
+--   a waiter (fair waiting): the earliest arrival among the refused requests that claimed
+--   it, until `hold_ms` after its latest claim; a grant to that token ends it,
 --   "watched" -> until when (server ms) a tool or observer watches the group change (the
 --   latest of the "watcher:<id>" fields, one per watching store and kind of watcher,
 --   which the watch script keeps and a grant deletes once lapsed).
@@ -144,7 +147,7 @@ local function group_state(key, now)
     if field == 'max' then
       reply[2] = tonumber(value) or 0
     elseif field ~= 'fence' and field ~= 'waiting' and field ~= 'watched'
-        and string.byte(field) ~= WATCHER_BYTE then
+        and field ~= 'reserved' and string.byte(field) ~= WATCHER_BYTE then
       local expires = record_expiry(value)
       if expires and expires > now then
         local _, fence, acquired, holder = parse_slot(value)

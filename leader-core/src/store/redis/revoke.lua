@@ -19,7 +19,7 @@ else
   for i = 1, #fields, 2 do
     local field, value = fields[i], fields[i + 1]
     if field ~= 'max' and field ~= 'fence' and field ~= 'waiting' and field ~= 'watched'
-        and string.byte(field) ~= WATCHER_BYTE then
+        and field ~= 'reserved' and string.byte(field) ~= WATCHER_BYTE then
       local _, fence = parse_slot(value)
       if fence == ARGV[2] then
         token, record = field, value

@@ -40,6 +40,7 @@ impl ScriptCall {
                 max_leaders.to_string(),
                 keys.grant_channel().to_string(),
                 (u128::from(lease_ms) + idle_ms).to_string(),
+                String::new(),
             ],
         })
     }

@@ -129,6 +129,9 @@ pub(crate) struct Names {
     /// The NOTIFY channel releases are sent on.
     pub channel: String,
     pub acquire_sql: String,
+    /// The acquire statement of a request that claims the group's next free slot: on a
+    /// refusal it calls the claim function, with `$6` (ms waited) and `$7` (ms to hold).
+    pub acquire_claiming_sql: String,
     pub renew_sql: String,
     /// Renews the slots of keys `$1` under tokens `$2` (arrays, in the same order), each to
     /// `$3` ms, in one statement: a row per slot, in order.
@@ -173,9 +176,17 @@ impl Names {
         // `{prefix}groups_pkey` index) within PostgreSQL's 63 bytes.
         check_identifier("table_prefix", prefix, 40, true)?;
         let qualified = |name: &str| format!("{schema}.{prefix}{name}");
+        let acquire_sql = ACQUIRE_SQL.replace("__S__", schema).replace("__P__", prefix);
         Ok(Names {
             channel: channel(schema, prefix),
-            acquire_sql: ACQUIRE_SQL.replace("__S__", schema).replace("__P__", prefix),
+            acquire_claiming_sql: format!(
+                "SELECT CASE WHEN attempt.a[1] = 0 \
+                 THEN {}($1::text, $2::text, $3::text, $4::bigint, $5::integer, \
+                 $6::bigint, $7::bigint, attempt.a) \
+                 ELSE attempt.a END FROM (\n{acquire_sql}\n) AS attempt(a)",
+                qualified("claim")
+            ),
+            acquire_sql,
             renew_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("renew")),
             renew_many_sql: format!(
                 "SELECT r.* FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(key, token, n) \

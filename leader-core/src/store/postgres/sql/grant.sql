@@ -19,6 +19,8 @@ DECLARE
   v_my_fence bigint;
   v_my_acquired timestamptz;
   v_my_expires timestamptz;
+  v_claimed_by uuid;
+  v_claimed_until timestamptz;
 BEGIN
   -- Look at the group twice: from a snapshot without any lock (unless the caller's
   -- statement just did: p_looked), then, unless that answered, under the group's advisory
@@ -46,12 +48,24 @@ BEGIN
     IF v_my_fence IS NULL AND v_live >= p_max THEN
       RETURN ARRAY[0, NULL, NULL, __S__.__P__micros(v_nearest), __S__.__P__micros(v_now), NULL];
     END IF;
+    -- A slot is free. The group's last one is kept for the token a live claim names
+    -- (claim.sql): another's request is refused from either look, with the claim's end.
+    SELECT r.token, r.held_until INTO v_claimed_by, v_claimed_until
+      FROM __S__.__P__reservations AS r WHERE r.key = p_key;
+    IF v_my_fence IS NULL AND v_claimed_until > v_now AND v_claimed_by <> v_token
+       AND p_max - v_live = 1 THEN
+      RETURN ARRAY[0, NULL, NULL, __S__.__P__micros(v_claimed_until), __S__.__P__micros(v_now), NULL];
+    END IF;
   END LOOP;
   IF v_my_fence IS NOT NULL THEN
     RETURN ARRAY[1, v_my_fence, __S__.__P__micros(v_my_acquired),
                  __S__.__P__micros(v_my_expires), __S__.__P__micros(v_now), NULL];
   END IF;
-  -- A slot is free: grant it. Strictly above every earlier fence, and above the clock in
+  -- A grant to the claim's token ends the claim, and a lapsed claim goes.
+  IF v_claimed_until <= v_now OR v_claimed_by = v_token THEN
+    DELETE FROM __S__.__P__reservations AS r WHERE r.key = p_key;
+  END IF;
+  -- Grant it. Strictly above every earlier fence, and above the clock in
   -- microseconds, so fences keep increasing even if the group's row were lost.
   IF v_expired > 0 THEN
     DELETE FROM __S__.__P__slots AS s WHERE s.key = p_key AND s.expires_at <= v_now;

@@ -1,6 +1,6 @@
--- The PostgreSQL store's schema, part 1 of 6 (schema.rs joins sql/tables.sql, grant.sql,
--- renew.sql, release.sql, revoke.sql and state.sql, in that order): two tables, and the
--- helpers of the functions that follow, one per operation, so each operation is one
+-- The PostgreSQL store's schema, part 1 of 7 (schema.rs joins sql/tables.sql, grant.sql,
+-- claim.sql, renew.sql, release.sql, revoke.sql and state.sql, in that order): three
+-- tables, and the helpers of the functions that follow, one per operation, so each operation is one
 -- statement (one round trip). `__S__` is the schema and `__P__` the prefix
 -- of every name, both plain identifiers put in by the store.
 --
@@ -32,6 +32,16 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
   acquired_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL,
   PRIMARY KEY (key, token)
+);
+
+-- A group's claim on its next free slot (fair waiting), while a waiter keeps one: the
+-- earliest arrival among the refused requests that claimed it, until `until` (a while after
+-- its latest claim). Written by claim.sql, honoured and ended by grant.
+CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
+  key text PRIMARY KEY,
+  token uuid NOT NULL,
+  arrived_at timestamptz NOT NULL,
+  held_until timestamptz NOT NULL
 );
 
 -- The functions of an older schema version go first (a changed result type cannot be

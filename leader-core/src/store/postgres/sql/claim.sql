@@ -1,0 +1,62 @@
+-- claim: a refused acquire's claim on the group's next free slot (fair waiting), made by
+-- the statement of an acquire that asks for one (schema/names.rs: the acquire statement,
+-- then this on a refusal). The claim goes to this token unless a live one arrived no later
+-- (a claim by the same token keeps its earliest arrival); it lives `p_hold_ms` from now.
+-- Answers `p_answer`, the acquire's, unless this claim took over one that held back a free
+-- slot: then it asks grant again, for the slot the claim now keeps for this token. The
+-- claim's holder is told a nearest expiry within half the claim's life, so it asks again
+-- (and the claim lives on) while it waits. A claim
+-- that would change nothing (another's live one arrived no later, or this token's has most
+-- of its time left) is answered from a look without the lock, writing nothing: after a
+-- release every waiter asks at once.
+CREATE OR REPLACE FUNCTION __S__.__P__claim(
+  p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
+  p_waited_ms bigint, p_hold_ms bigint, p_answer bigint[])
+RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_by uuid;
+  v_arrived timestamptz;
+  v_until timestamptz;
+BEGIN
+  SELECT r.token, r.arrived_at, r.held_until INTO v_by, v_arrived, v_until
+    FROM __S__.__P__reservations AS r WHERE r.key = p_key;
+  IF v_until > v_now AND v_by = p_token::uuid
+     AND v_until > v_now + p_hold_ms * interval '750 microseconds' THEN
+    RETURN __S__.__P__sooner(p_answer, p_hold_ms);
+  END IF;
+  IF v_until > v_now AND v_by <> p_token::uuid
+     AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond' THEN
+    RETURN p_answer;
+  END IF;
+  PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
+  v_now := clock_timestamp();
+  INSERT INTO __S__.__P__reservations AS r (key, token, arrived_at, held_until)
+    VALUES (p_key, p_token::uuid, v_now - p_waited_ms * interval '1 millisecond',
+            v_now + p_hold_ms * interval '1 millisecond')
+  ON CONFLICT (key) DO UPDATE
+    SET token = excluded.token,
+        arrived_at = CASE WHEN r.token = excluded.token AND r.held_until > v_now
+                          THEN least(r.arrived_at, excluded.arrived_at)
+                          ELSE excluded.arrived_at END,
+        held_until = excluded.held_until
+    WHERE r.held_until <= v_now OR r.token = excluded.token
+       OR r.arrived_at > excluded.arrived_at;
+  IF NOT FOUND THEN
+    RETURN p_answer;
+  END IF;
+  IF (SELECT count(*) FROM __S__.__P__slots AS s
+      WHERE s.key = p_key AND s.expires_at > v_now) < p_max THEN
+    RETURN __S__.__P__grant(p_key, p_token, p_holder, p_lease_ms, p_max, false);
+  END IF;
+  RETURN __S__.__P__sooner(p_answer, p_hold_ms);
+END $$;
+
+-- A refusal `p_answer` ([0, _, _, expires_us, now_us, _]) whose nearest expiry is at most
+-- half of `p_hold_ms` away: the answer to a claim's holder.
+CREATE OR REPLACE FUNCTION __S__.__P__sooner(p_answer bigint[], p_hold_ms bigint)
+RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT p_answer[1:3] || least(p_answer[4], p_answer[5] + p_hold_ms * 500) || p_answer[5:6]
+$$;

@@ -1,0 +1,80 @@
+//! A group's reservation of its next free slot, as the [`MemoryStore`](super::MemoryStore)
+//! keeps it (the Redis and PostgreSQL stores keep the same rules in their scripts): at most
+//! one per group, held by the waiter that arrived first among those that asked, for a while
+//! after each of its requests.
+
+use tokio::time::Instant;
+
+use super::AcquireRequest;
+use crate::token::LeaseToken;
+
+/// Who the group's next free slot is kept for, since when that waiter waits, and until when
+/// the claim lives unless it asks again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reserved {
+    token: LeaseToken,
+    arrival: Instant,
+    until: Instant,
+}
+
+/// Whether `reserved` is a reservation still alive at `now`.
+pub(super) fn lives_at(reserved: Option<&Reserved>, now: Instant) -> bool {
+    reserved.is_some_and(|claim| claim.until > now)
+}
+
+/// Drops a lapsed reservation, and answers until when a request from `token` must be
+/// refused because the group's last free slot is kept for another (`free`: the group's free
+/// slots, at least one).
+pub(super) fn held_back_until(
+    reserved: &mut Option<Reserved>,
+    token: LeaseToken,
+    free: usize,
+    now: Instant,
+) -> Option<Instant> {
+    if reserved.is_some_and(|claim| claim.until <= now) {
+        *reserved = None;
+    }
+    let claim = (*reserved)?;
+    (free == 1 && claim.token != token).then_some(claim.until)
+}
+
+/// A `request` that claims the next free slot takes the group's reservation, unless a live
+/// one arrived no later; its own reservation lives on from now. (Made before the slots are
+/// counted: a granted request's claim then ends with [`granted`].)
+pub(super) fn claim(reserved: &mut Option<Reserved>, request: &AcquireRequest<'_>, now: Instant) {
+    let Some(asked) = request.reservation else { return };
+    let arrival = now.checked_sub(asked.waited).unwrap_or(now);
+    let until = now + asked.hold_for;
+    match reserved {
+        Some(claim) if claim.until > now && claim.token == request.token => {
+            claim.arrival = claim.arrival.min(arrival);
+            claim.until = until;
+        }
+        Some(claim) if claim.until > now && claim.arrival <= arrival => {}
+        _ => *reserved = Some(Reserved { token: request.token, arrival, until }),
+    }
+}
+
+/// A slot was granted to `token`: its reservation, if it had one, is done.
+pub(super) fn granted(reserved: &mut Option<Reserved>, token: LeaseToken) {
+    if reserved.is_some_and(|claim| claim.token == token) {
+        *reserved = None;
+    }
+}
+
+/// When a refused `request` is to ask again: at `until` (the nearest expiry, or the end of
+/// another's claim), or sooner if it holds the claim, within half the claim's life, so the
+/// claim lives on while it waits.
+pub(super) fn renewed_by(
+    reserved: Option<&Reserved>,
+    request: &AcquireRequest<'_>,
+    now: Instant,
+    until: Instant,
+) -> Instant {
+    match (reserved, request.reservation) {
+        (Some(claim), Some(asked)) if claim.token == request.token => {
+            until.min(now + asked.hold_for / 2)
+        }
+        _ => until,
+    }
+}
