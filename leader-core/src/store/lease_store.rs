@@ -69,6 +69,10 @@ pub(crate) async fn renew_each<S: LeaseStore + ?Sized>(
 ///   and wakes the key's [`GroupWatch`]es whenever it frees or shortens a slot;
 /// - a revocation at expiry refuses the holder's renewals at once and grants the slot to
 ///   nobody before the holder's deadline can have passed;
+/// - a store that [keeps reservations](Self::keeps_reservations) grants a group's last free
+///   slot only to the token of its live reservation, hands the reservation to an earlier
+///   arrival, and ends it at that token's grant or `hold_for` after its latest request
+///   ([`AcquireRequest::reserving`]);
 /// - a grant, a release and a shortening renewal each wake the key's change watches
 ///   ([`watch_changes`](Self::watch_changes)); while nothing changes, a change watch
 ///   makes the store send no notification and read nothing.
