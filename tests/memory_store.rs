@@ -72,3 +72,25 @@ async fn the_store_clock_steps_and_data_losses_the_simulation_plays() {
     store.__lose_data(false);
     assert_eq!(grant("lost").await.fence, 1, "counting from zero again");
 }
+
+/// A claim's times out of the store's range are refused, naming the value, as a lease's are.
+#[tokio::test(start_paused = true)]
+async fn a_claim_out_of_range_is_refused_naming_its_value() {
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    use leader::LeaseStore;
+    use leader::store::AcquireRequest;
+
+    let store = MemoryStore::new();
+    let token = leader::LeaseToken::generate().unwrap();
+    let second = Duration::from_secs(1);
+    let request = AcquireRequest::new("claims", NonZeroU32::MIN, token, "test", second);
+    for (claim, named) in [
+        (request.reserving(Duration::MAX, second), "invalid `waited`"),
+        (request.reserving(second, Duration::ZERO), "invalid `hold_for`"),
+    ] {
+        let refused = store.acquire(claim).await.unwrap_err().to_string();
+        assert!(refused.starts_with(named), "{refused}");
+    }
+}

@@ -4,6 +4,8 @@
 #![cfg(feature = "postgres")]
 
 use leader_testkit::conformance;
+#[path = "postgres_store/claims.rs"]
+mod claims;
 #[path = "postgres_store/contention.rs"]
 mod contention;
 #[path = "postgres_store/schema.rs"]

@@ -161,3 +161,32 @@ async fn a_server_out_of_memory_keeps_electing() {
     assert!(matches!(full, Ok(AcquireOutcome::Full { .. })), "{full:?}");
     assert_eq!(released.unwrap(), ReleaseOutcome::Released);
 }
+
+/// A claim on a group's next free slot that this store did not write (an end beyond the
+/// store's range, text that is no claim) made an answer of 0 ns, overflowed, and held the
+/// slot back for good; and a plain attempt from the claim's own token on a full group
+/// whose full marker was gone failed with a Lua error. Neither is a claim now, and the
+/// claim's holder asking without one is refused as anyone is.
+#[tokio::test]
+async fn a_claim_this_store_did_not_write_holds_nothing_back() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    for (at, garbage) in
+        ["99999999999999999999:0:deadbeef", "abc", "1e30:0:x", ""].iter().enumerate()
+    {
+        let key = format!("leader:claimed-{at}");
+        let layout = RedisStore::group_layout(&key).unwrap();
+        server.cli(&["HSET", &layout.group, "reserved", garbage]);
+        granted_fence(store.acquire(request(&key, 1, token())).await.unwrap());
+        assert_eq!(server.cli(&["HEXISTS", &layout.group, "reserved"]), "0", "{garbage:?}");
+    }
+    let key = "leader:claimed-then-plain";
+    let layout = RedisStore::group_layout(key).unwrap();
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+    let claimer = token();
+    let claim = request(key, 1, claimer).reserving(SECOND, 10 * SECOND);
+    assert!(matches!(store.acquire(claim).await.unwrap(), AcquireOutcome::Full { .. }));
+    server.cli(&["DEL", &layout.full]);
+    let plain = store.acquire(request(key, 1, claimer)).await.unwrap();
+    assert!(matches!(plain, AcquireOutcome::Full { .. }), "{plain:?}");
+}

@@ -217,7 +217,7 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
-        crate::duration::positive("lease_time", request.lease_time)?;
+        request.check_times()?;
         let max_leaders = request.max_leaders.get();
         let mut groups = self.groups();
         // The store's clock is read under the lock, as a script reads TIME: operations

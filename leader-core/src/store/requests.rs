@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::LeaseStore;
 #[cfg(doc)]
 use super::batch::RENEW_BATCH_LEN;
+use crate::error::Error;
 use crate::token::LeaseToken;
 
 /// A request for one slot of a group, made with [`AcquireRequest::new`].
@@ -131,6 +132,18 @@ impl<'a> AcquireRequest<'a> {
     /// ```
     pub fn reserving(self, waited: Duration, hold_for: Duration) -> Self {
         AcquireRequest { reservation: Some(Reservation { waited, hold_for }), ..self }
+    }
+
+    /// Checks the request's times, as every store does before it asks its server:
+    /// `lease_time` (and a claim's `hold_for`) from 1 ms to 2^47 ms, a claim's `waited` at
+    /// most 2^47 ms.
+    pub(crate) fn check_times(&self) -> Result<(), Error> {
+        crate::duration::positive("lease_time", self.lease_time)?;
+        if let Some(claim) = self.reservation {
+            crate::duration::within_limit("waited", claim.waited)?;
+            crate::duration::positive("hold_for", claim.hold_for)?;
+        }
+        Ok(())
     }
 }
 

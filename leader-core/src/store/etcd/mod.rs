@@ -310,7 +310,7 @@ impl LeaseStore for EtcdStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
-            crate::duration::positive("lease_time", request.lease_time)?;
+            request.check_times()?;
             let keys = self.keys(request.key)?;
             let ttl = self.ttl_for(request.lease_time)?;
             self.take_slot(request, &keys, ttl).await

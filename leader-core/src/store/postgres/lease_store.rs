@@ -84,7 +84,7 @@ impl LeaseStore for PostgresStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
-            crate::duration::positive("lease_time", request.lease_time)?;
+            request.check_times()?;
             let Ok(max) = i32::try_from(request.max_leaders.get()) else {
                 return Err(Error::invalid_option(
                     "max_leaders",

@@ -98,7 +98,7 @@ impl LeaseStore for RedisStore {
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
         crate::store::located(&self.inner.endpoint, async {
-            crate::duration::positive("lease_time", request.lease_time)?;
+            request.check_times()?;
             let keys = GroupKeys::new(request.key)?;
             let lease = millis(request.lease_time);
             let claim = request.reservation.map_or_else(String::new, |claim| {

@@ -21,7 +21,8 @@ DECLARE
   v_until timestamptz;
 BEGIN
   SELECT r.token, r.arrived_at, r.held_until INTO v_by, v_arrived, v_until
-    FROM __S__.__P__reservations AS r WHERE r.key = p_key;
+    FROM __S__.__P__reservations AS r
+    WHERE r.key = p_key AND r.held_until <= v_now + interval '140737488355 seconds';
   IF v_until > v_now AND v_by = p_token::uuid
      AND v_until > v_now + p_hold_ms * interval '750 microseconds' THEN
     RETURN __S__.__P__sooner(p_answer, p_hold_ms);
@@ -42,7 +43,8 @@ BEGIN
                           ELSE excluded.arrived_at END,
         held_until = excluded.held_until
     WHERE r.held_until <= v_now OR r.token = excluded.token
-       OR r.arrived_at > excluded.arrived_at;
+       OR r.arrived_at > excluded.arrived_at
+       OR r.held_until > v_now + interval '140737488355 seconds';
   IF NOT FOUND THEN
     RETURN p_answer;
   END IF;

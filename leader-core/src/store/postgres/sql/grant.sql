@@ -50,8 +50,11 @@ BEGIN
     END IF;
     -- A slot is free. The group's last one is kept for the token a live claim names
     -- (claim.sql): another's request is refused from either look, with the claim's end.
+    -- (A row claimed longer than 2^47 ms from now, the store's duration range, was not
+    -- written by this store: it counts as none, and the next claim replaces it.)
     SELECT r.token, r.held_until INTO v_claimed_by, v_claimed_until
-      FROM __S__.__P__reservations AS r WHERE r.key = p_key;
+      FROM __S__.__P__reservations AS r
+      WHERE r.key = p_key AND r.held_until <= v_now + interval '140737488355 seconds';
     IF v_my_fence IS NULL AND v_claimed_until > v_now AND v_claimed_by <> v_token
        AND p_max - v_live = 1 THEN
       RETURN ARRAY[0, NULL, NULL, __S__.__P__micros(v_claimed_until), __S__.__P__micros(v_now), NULL];

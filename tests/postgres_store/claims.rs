@@ -1,0 +1,34 @@
+//! Claims on a group's next free slot (fair waiting) that this store did not write.
+
+use leader::store::AcquireOutcome;
+use leader::{LeaseStore, PostgresStore};
+
+use super::SECOND;
+use crate::support::postgres_server::PostgresServer;
+use crate::support::{request, token};
+
+/// A claim row this store did not write (its end at infinity, or beyond the store's range)
+/// made every acquire of the group fail converting it to microseconds. It counts as no
+/// claim now, and the next claim replaces it.
+#[tokio::test]
+async fn a_claim_this_store_did_not_write_holds_nothing_back() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let ends = ["'infinity'", "'294276-01-01'", "now() + interval '5000 years'"];
+    for (at, until) in ends.iter().enumerate() {
+        let key = format!("leader:claimed-{at}");
+        server.psql(&format!(
+            "INSERT INTO leader_reservations VALUES ('{key}', \
+             '00000000-0000-0000-0000-000000000000', now(), {until})"
+        ));
+        let granted = store.acquire(request(&key, 1, token())).await.unwrap();
+        assert!(matches!(granted, AcquireOutcome::Granted(_)), "{until}: {granted:?}");
+        let claim = request(&key, 1, token()).reserving(SECOND, 10 * SECOND);
+        assert!(matches!(store.acquire(claim).await.unwrap(), AcquireOutcome::Full { .. }));
+        let replaced = format!(
+            "SELECT count(*) FROM leader_reservations WHERE key = '{key}' \
+             AND held_until < now() + interval '1 minute'"
+        );
+        assert_eq!(server.psql(&replaced), "1", "{until}");
+    }
+}
