@@ -1,5 +1,6 @@
 //! A `Leadership`'s resignation and stop, under paused time on `MemoryStore`: a resigner
-//! stands again when nobody took its slot, and a stopped leadership says so.
+//! stands again when nobody took its slot, a stopped leadership says so, and standbys that
+//! wait fairly claim the role as its leaders resign.
 
 mod support;
 
@@ -62,4 +63,48 @@ async fn a_stopped_leadership_says_stopped_even_after_a_refusal() {
     let error = refused.wait_for_leadership().await.expect_err("stopped");
     assert!(matches!(error, leader::Error::Stopped { .. }), "{error}");
     held.stop().await.expect("stopped");
+}
+
+/// Counts the acquires that claim the group's next free slot.
+#[derive(Debug, Clone, Default)]
+struct Claims(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl leader::store::author::StoreLayer for Claims {
+    async fn acquire(
+        &self,
+        inner: &dyn leader::LeaseStore,
+        request: leader::store::AcquireRequest<'_>,
+    ) -> Result<leader::store::AcquireOutcome, leader::Error> {
+        if request.reservation.is_some() {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        inner.acquire(request).await
+    }
+}
+
+/// Standbys that wait fairly (an option of `Leadership`, off by default) claim the role's
+/// next free slot once they lost 3 hand-overs in a row, as the leaders resign in turn;
+/// standbys that do not, never claim.
+#[tokio::test(start_paused = true)]
+async fn fair_standbys_claim_the_role_after_three_lost_hand_overs() {
+    for fair in [false, true] {
+        let claims = Claims::default();
+        let store = leader::store::author::Layered::new(claims.clone(), MemoryStore::new());
+        let mut instances: Vec<Leadership> = Vec::new();
+        for _ in 0..6 {
+            let options = options().retry_interval(2 * SECOND).fair_waiting(fair);
+            instances.push(start("reporter", store.clone(), options).await);
+        }
+        for _ in 0..24 {
+            settle(&instances, 1).await;
+            let leader = instances.iter().position(Leadership::is_leader).expect("one leads");
+            instances[leader].resign().await;
+        }
+        let claimed = claims.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(claimed > 0, fair, "fair_waiting({fair}): {claimed} claims");
+        for instance in &instances {
+            instance.stop().await.expect("stopped");
+        }
+    }
 }

@@ -78,6 +78,7 @@ pub struct LeadershipOptions {
     holder_id: Option<String>,
     keys: KeyOptions,
     when_uncoordinated: WhenUncoordinated,
+    fair_waiting: bool,
 }
 
 crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::validate, embeds timing);
@@ -91,6 +92,7 @@ impl Default for LeadershipOptions {
             holder_id: None,
             keys: KeyOptions::default(),
             when_uncoordinated: WhenUncoordinated::Follow,
+            fair_waiting: false,
         }
     }
 }
@@ -131,6 +133,17 @@ impl LeadershipOptions {
     /// What to do over a store that does not coordinate. Default: [`WhenUncoordinated::Follow`].
     pub fn when_uncoordinated(mut self, behaviour: WhenUncoordinated) -> Self {
         self.when_uncoordinated = behaviour;
+        self
+    }
+
+    /// Wait in turn, as the electors' `fair_waiting` does: a standby that lost 3 hand-overs
+    /// of the role in a row claims its next free slot, and of the standbys that claim it the
+    /// one that has waited longest takes it. While it holds the claim, that standby asks the
+    /// store every 500 ms (half the claim's life, at most half the lease) until it leads, so
+    /// a role whose leader rarely changes pays one request every 500 ms per role. Default:
+    /// false.
+    pub fn fair_waiting(mut self, fair_waiting: bool) -> Self {
+        self.fair_waiting = fair_waiting;
         self
     }
 
@@ -175,6 +188,7 @@ impl LeadershipOptions {
             max_leaders,
             holder_id: holder_id.into(),
             when_uncoordinated: self.when_uncoordinated,
+            fair_waiting: self.fair_waiting,
         })
     }
 }
@@ -202,6 +216,8 @@ pub(crate) struct LeadershipSettings {
     pub holder_id: Arc<str>,
     /// Behaviour over a store that does not coordinate.
     pub when_uncoordinated: WhenUncoordinated,
+    /// Standbys take turns (see `fair_waiting`).
+    pub fair_waiting: bool,
 }
 
 impl LeadershipSettings {

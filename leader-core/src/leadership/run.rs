@@ -272,6 +272,10 @@ impl candidate::Policy for Standing<'_> {
             },
         }
     }
+
+    fn waits_fairly(&self) -> bool {
+        self.shared.settings.fair_waiting
+    }
 }
 
 /// `Ok` to stand again in the same candidacy, or what to do instead.
