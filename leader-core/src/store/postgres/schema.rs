@@ -44,7 +44,7 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 6", 18106860953845036408),
     ("leader-core schema 7", 12987311710983472742),
     ("leader-core schema 8", 14595019790220804352),
-    ("leader-core schema 9", 118103410802400275),
+    ("leader-core schema 9", 13912712618655967851),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as

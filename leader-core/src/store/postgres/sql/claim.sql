@@ -5,10 +5,11 @@
 -- Answers `p_answer`, the acquire's, unless this claim took over one that held back a free
 -- slot: then it asks grant again, for the slot the claim now keeps for this token. The
 -- claim's holder is told a nearest expiry within half the claim's life, so it asks again
--- (and the claim lives on) while it waits. A claim
--- that would change nothing (another's live one arrived no later, or this token's has most
--- of its time left) is answered from a look without the lock, writing nothing: after a
--- release every waiter asks at once.
+-- (and the claim lives on) while it waits. A claim that would change nothing (another's
+-- live one arrived no later, or this token's has most of its time left) is answered from
+-- a look without the lock, writing nothing: after a release every waiter asks at once. A
+-- row claimed longer than 2^47 ms from now was not written by this store: it counts as
+-- none, and this claim replaces it.
 CREATE OR REPLACE FUNCTION __S__.__P__claim(
   p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
   p_waited_ms bigint, p_hold_ms bigint, p_answer bigint[])

@@ -1,8 +1,8 @@
 -- The PostgreSQL store's schema, part 1 of 7 (schema.rs joins sql/tables.sql, grant.sql,
 -- claim.sql, renew.sql, release.sql, revoke.sql and state.sql, in that order): three
--- tables, and the helpers of the functions that follow, one per operation, so each operation is one
--- statement (one round trip). `__S__` is the schema and `__P__` the prefix
--- of every name, both plain identifiers put in by the store.
+-- tables, and the helpers of the functions that follow, one per operation, so each
+-- operation is one statement (one round trip). `__S__` is the schema and `__P__` the
+-- prefix of every name, both plain identifiers put in by the store.
 --
 -- A group is one row of __P__groups (its max_leaders and last fence) and a slot one row of
 -- __P__slots. Time is the server's clock_timestamp(); every time goes back to the client in
@@ -35,8 +35,8 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
 );
 
 -- A group's claim on its next free slot (fair waiting), while a waiter keeps one: the
--- earliest arrival among the refused requests that claimed it, until `until` (a while after
--- its latest claim). Written by claim.sql, honoured and ended by grant.
+-- earliest arrival among the refused requests that claimed it, until `held_until` (a while
+-- after its latest claim). Written by claim.sql, honoured and ended by grant.
 CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
   key text PRIMARY KEY,
   token uuid NOT NULL,
