@@ -111,14 +111,13 @@ pub(crate) async fn stand<P: Policy>(
     let single_attempt = deadline.is_some_and(|deadline| deadline <= Instant::now());
     let mut releases: Option<GroupWatch> = None;
     let started = Instant::now();
+    let fair = policy.waits_fairly() && store.keeps_reservations();
     let hold_for = fair_hold(request.lease_time);
     // Hand-overs lost in a row: refusals right after a release woke the candidate.
     let mut lost = 0u32;
     let mut woken_by_release = false;
     loop {
-        let fair = policy.waits_fairly() && store.keeps_reservations();
-        let reserving = fair && lost >= FAIR_AFTER_LOST;
-        if reserving {
+        if fair && lost >= FAIR_AFTER_LOST {
             request = request.reserving(started.elapsed(), hold_for);
         }
         if releases.is_none() && !single_attempt {

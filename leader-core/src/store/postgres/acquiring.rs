@@ -31,19 +31,16 @@ impl PostgresStore {
         let lease = millis(request.lease_time);
         let claim = request.reservation.map(|claim| (millis(claim.waited), millis(claim.hold_for)));
         let statement = tokio::spawn(async move {
-            let rows = match &claim {
-                None => {
-                    let params: [&(dyn ToSql + Sync); 5] = [&key, &token, &holder, &lease, &max];
-                    let sql = &store.inner.names.acquire_sql;
-                    store.query(Call::candidate("acquire", sql), &params).await
-                }
+            let names = &store.inner.names;
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&key, &token, &holder, &lease, &max];
+            let sql = match &claim {
+                None => &names.acquire_sql,
                 Some((waited, hold)) => {
-                    let params: [&(dyn ToSql + Sync); 7] =
-                        [&key, &token, &holder, &lease, &max, waited, hold];
-                    let sql = &store.inner.names.acquire_claiming_sql;
-                    store.query(Call::candidate("acquire", sql), &params).await
+                    params.extend([waited as &(dyn ToSql + Sync), hold]);
+                    &names.acquire_claiming_sql
                 }
             };
+            let rows = store.query(Call::candidate("acquire", sql), &params).await;
             ended.send_replace(true);
             drop(flight);
             rows
