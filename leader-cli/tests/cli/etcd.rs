@@ -87,7 +87,7 @@ async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
     );
     assert!(matches!(store.acquire(crashed).await.unwrap(), AcquireOutcome::Granted(_)));
     let candidate = EtcdStore::connect(&url).await.unwrap();
-    let taking = tokio::spawn(async move {
+    let mut taking = tokio::spawn(async move {
         let token = LeaseToken::generate().unwrap();
         loop {
             let request = AcquireRequest::new("leader:delayed", one, token, "successor", lease);
@@ -98,6 +98,7 @@ async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
         }
     });
     let mut saw_pending = false;
+    let mut granted_fence = None;
     while !taking.is_finished() {
         let output = leader(&url, &["state", "delayed", "--json"]);
         assert!(output.status.success(), "{}", stderr(&output));
@@ -106,12 +107,26 @@ async fn a_takeover_in_its_lock_delay_shows_as_pending_on_etcd() {
         }
         let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         let named = |list: &str| {
-            json[list].as_array().unwrap().iter().any(|slot| slot["holder"] == "successor")
+            json[list].as_array().unwrap().iter().find(|slot| slot["holder"] == "successor")
         };
-        assert!(!named("slots"), "named as a holder during its lock-delay: {json}");
-        saw_pending |= named("pending");
+        if let Some(slot) = named("slots") {
+            // The grant may have been made after the check above and before its reply
+            // reached the task: then this slot is that grant, with its fence.
+            let granted = tokio::time::timeout(Duration::from_secs(5), &mut taking).await;
+            granted_fence = granted.ok().map(|fence| fence.unwrap());
+            assert_eq!(
+                granted_fence.map(serde_json::Value::from),
+                Some(slot["fence"].clone()),
+                "named as a holder during its lock-delay: {json}"
+            );
+            break;
+        }
+        saw_pending |= named("pending").is_some();
     }
-    let fence = taking.await.unwrap();
+    let fence = match granted_fence {
+        Some(fence) => fence,
+        None => taking.await.unwrap(),
+    };
     assert!(saw_pending, "never seen pending");
     let output = leader(&url, &["state", "delayed", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
