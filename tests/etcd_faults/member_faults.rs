@@ -134,3 +134,49 @@ async fn a_renewal_moves_off_the_member_its_stream_is_on_when_it_stops() {
     cluster.members[on].resume();
     assert!(matches!(renewed, Ok(leader::store::RenewOutcome::Renewed { .. })), "{renewed:?}");
 }
+
+/// An acquire in a session that a member held back and ran late, after its token gave the
+/// slot back (a candidacy withdrawn while the store did not answer, as a partitions node's
+/// claim is), takes no slot: a session's lease carries the session's other slots and lives
+/// as long as they do, so a slot granted late on it would be held for good by a token
+/// nobody holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_acquire_run_late_after_its_give_back_takes_no_slot() {
+    use leader::store::ReleaseOutcome;
+    use support::proxy::{Fault, Proxy};
+
+    let cluster = EtcdCluster::start(3).await;
+    let proxy = Proxy::start(cluster.members[0].client_port).await;
+    let endpoints = [
+        format!("127.0.0.1:{}", proxy.port),
+        cluster.members[1].endpoint(),
+        cluster.members[2].endpoint(),
+    ];
+    let url = format!("etcd://{}", endpoints.join(","));
+    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    let key = "leader:session-held-back";
+    let lease = 10 * SECOND;
+    let session = token();
+    // A grant in the session and its release: the store's next acquire of the group guesses
+    // the freed index, straight to a transaction, on member 1.
+    let first = token();
+    let granted = store.acquire(request_for(key, 1, first, lease).in_session(session)).await;
+    assert!(matches!(granted.unwrap(), AcquireOutcome::Granted(_)));
+    assert_eq!(store.release(key, first, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    proxy.set(Fault::HoldRequests);
+    let held = token();
+    let attempt = store.acquire(request_for(key, 1, held, lease).in_session(session)).await;
+    // The candidacy is withdrawn: its token gives back whatever the attempt may have taken.
+    let given_back = store.release(key, held, Duration::ZERO).await.unwrap();
+    // Member 1 now runs what it held back.
+    proxy.set(Fault::None);
+    sleep(2 * SECOND).await;
+    let observer = EtcdStore::builder(cluster.url()).connect().await.unwrap();
+    let state = observer.state(key).await.unwrap();
+    assert!(
+        state.leaders.is_empty() && state.pending.is_empty(),
+        "a slot granted late to a token that gave it back ({attempt:?}, then {given_back:?}): {state:?}"
+    );
+    let outcome = observer.acquire(request_for(key, 1, token(), lease)).await.unwrap();
+    assert!(matches!(outcome, AcquireOutcome::Granted(_)), "{outcome:?}");
+}

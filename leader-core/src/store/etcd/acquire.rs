@@ -79,7 +79,7 @@ impl EtcdStore {
         let started = Instant::now();
         let bound = self.bound("acquire");
         // Whatever an unanswered attempt of this token bound is gone first.
-        self.settle(&bound, request.token).await?;
+        self.settle(&bound, keys, request.token).await?;
         let first_step = match self.held_token(request.token) {
             true => FirstStep::Read,
             false => self.inner.hints.first_step(&keys.range),

@@ -12,12 +12,24 @@
 //!
 //! A transaction whose answer never came may still commit later (a member that held it
 //! back). Its lease is recorded against the acquire's token before the transaction is
-//! sent, and cleared once it answers; the token's next attempt first revokes every lease
-//! still recorded, and waits for the answer (see [`EtcdStore::settle`](super::EtcdStore)), so
-//! whatever the late transaction bound to such a lease is gone, or can no longer be bound.
+//! sent, with how it is settled, and cleared once it answers; the token's next call first
+//! settles every lease still recorded, and waits for the answer (see
+//! [`EtcdStore::settle`](super::EtcdStore)): a lease of the slot's alone is revoked, so
+//! whatever the late transaction bound to it is gone, or can no longer be bound; a grant on
+//! a session's lease (which carries the session's other slots) is fenced off, so it can no
+//! longer commit (see `sessions.rs`).
 
-use super::bounded::Bounded;
+use super::bounded::{Bounded, MOST};
 use crate::token::LeaseToken;
+
+/// How a lease named by an unanswered transaction is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settling {
+    /// Revoked: the lease is the slot's alone.
+    Revoke,
+    /// The grant fenced off: the lease is a session's, which this store never revokes.
+    FenceOff,
+}
 
 /// What this store last learnt of a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +52,17 @@ pub(crate) enum FirstStep {
 
 /// The hints of one store, by group range, and the leases of unanswered transactions, by
 /// token; each map keeps the entries used most recently ([`Bounded`]: a lost hint costs a
-/// read; a lost token's leases expire by themselves, since nothing keeps them alive).
-#[derive(Default)]
+/// read). The unanswered leases have the larger cap, since a partitions node in an outage
+/// has one per partition it claims: each is settled at its token's next call.
 pub(crate) struct Hints {
     by_range: Bounded<String, Hint>,
-    unanswered: Bounded<LeaseToken, Vec<i64>>,
+    unanswered: Bounded<LeaseToken, Vec<(i64, Settling)>>,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Hints { by_range: Bounded::default(), unanswered: Bounded::new(MOST) }
+    }
 }
 
 impl Hints {
@@ -75,12 +93,13 @@ impl Hints {
         self.set(range, Hint::Freed { index, revision });
     }
 
-    /// A transaction binding keys to `lease` for `token` is about to be sent.
-    pub(crate) fn sending(&self, token: LeaseToken, lease: i64) {
+    /// A transaction binding keys to `lease` for `token` is about to be sent; if it gets no
+    /// answer, the lease is settled as `settling` says.
+    pub(crate) fn sending(&self, token: LeaseToken, lease: i64, settling: Settling) {
         let mut unanswered = self.unanswered.lock();
         let leases = unanswered.get_or_insert_mut(token, Vec::new);
-        if !leases.contains(&lease) {
-            leases.push(lease);
+        if !leases.contains(&(lease, settling)) {
+            leases.push((lease, settling));
         }
     }
 
@@ -88,20 +107,22 @@ impl Hints {
     pub(crate) fn answered(&self, token: LeaseToken, lease: i64) {
         let mut unanswered = self.unanswered.lock();
         if let Some(leases) = unanswered.peek_mut(&token) {
-            leases.retain(|kept| *kept != lease);
+            leases.retain(|(kept, _)| *kept != lease);
             if leases.is_empty() {
                 unanswered.pop(&token);
             }
         }
     }
 
-    /// The leases `token`'s unanswered transactions named (none: its attempts all answered).
-    pub(crate) fn unanswered_leases(&self, token: LeaseToken) -> Vec<i64> {
+    /// The leases `token`'s unanswered transactions named, each with how it is settled
+    /// (none: its attempts all answered).
+    pub(crate) fn unanswered_leases(&self, token: LeaseToken) -> Vec<(i64, Settling)> {
         self.unanswered.lock().peek(&token).cloned().unwrap_or_default()
     }
 
-    /// `lease` is revoked: nothing can be bound to it any more.
-    pub(crate) fn revoked(&self, token: LeaseToken, lease: i64) {
+    /// `lease` is settled (revoked, or its grant fenced off): nothing more comes of what
+    /// `token`'s transactions sent on it.
+    pub(crate) fn settled(&self, token: LeaseToken, lease: i64) {
         self.answered(token, lease);
     }
 }
@@ -125,11 +146,11 @@ mod tests {
     fn a_lease_stays_recorded_until_its_transaction_answers() {
         let hints = Hints::default();
         let token = LeaseToken::generate().unwrap();
-        hints.sending(token, 7);
-        hints.sending(token, 8);
+        hints.sending(token, 7, Settling::Revoke);
+        hints.sending(token, 8, Settling::FenceOff);
         hints.answered(token, 7);
-        assert_eq!(hints.unanswered_leases(token), [8]);
-        hints.revoked(token, 8);
+        assert_eq!(hints.unanswered_leases(token), [(8, Settling::FenceOff)]);
+        hints.settled(token, 8);
         assert!(hints.unanswered_leases(token).is_empty());
     }
 }

@@ -8,6 +8,7 @@
 //! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, `max_leaders`, lock-delay, holder | the slot's, kept alive by its holder |
 //! | `{prefix}{key} last {i}` | `held {ttl} {max_leaders}`: slot `i`'s holder, granted under that size, has not released it | a marker lease, never kept alive |
 //! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
+//! | `{prefix}{key} last unanswered {lease}` | empty: a grant on session lease `{lease}` got no answer, and every grant decided before this key was written can no longer commit (see `sessions.rs`) | that session's |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
 //! write of the cluster, never goes back, and survives the loss of any minority of members.
@@ -57,6 +58,13 @@ impl GroupKeys {
     /// Slot `index`'s marker.
     pub(crate) fn last(&self, index: u32) -> String {
         format!("{}last {index}", self.range)
+    }
+
+    /// The key that fences off the grants decided before it was written, on behalf of an
+    /// unanswered grant on session lease `lease` (see `sessions.rs`): under the markers'
+    /// range, which every grant compares, and no index's marker.
+    pub(crate) fn unanswered(&self, lease: i64) -> String {
+        format!("{}last unanswered {lease:x}", self.range)
     }
 
     /// The start of every marker key.

@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 use super::EtcdStore;
 use super::failures::lease_not_found;
+use super::hints::Settling;
+use super::layout::GroupKeys;
 use super::ownership::{LeaseOwner, Revoking};
 use crate::error::Error;
 use crate::store::bound::Bound;
@@ -144,13 +146,23 @@ impl EtcdStore {
         Ok(lease)
     }
 
-    /// Revokes the leases `token`'s unanswered transactions named, waiting for each answer,
-    /// so whatever they bound is gone and nothing more can be bound to them; an error if a
-    /// revocation did not answer (the token's next attempt tries again).
-    pub(crate) async fn settle(&self, bound: &Bound, token: LeaseToken) -> Result<(), Error> {
-        for lease in self.inner.hints.unanswered_leases(token) {
-            self.revoke(bound, lease).await?;
-            self.inner.hints.revoked(token, lease);
+    /// Settles the leases `token`'s unanswered transactions in group `keys` named, waiting
+    /// for each answer: a lease of the slot's alone is revoked, so whatever they bound is
+    /// gone and nothing more can be bound to it; on a session's lease, the group's grants
+    /// decided so far are fenced off ([`fence_off`](Self::fence_off)). An error if that did
+    /// not answer (the token's next call tries again).
+    pub(crate) async fn settle(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        token: LeaseToken,
+    ) -> Result<(), Error> {
+        for (lease, settling) in self.inner.hints.unanswered_leases(token) {
+            match settling {
+                Settling::Revoke => self.revoke(bound, lease).await?,
+                Settling::FenceOff => self.fence_off(bound, keys, lease).await?,
+            }
+            self.inner.hints.settled(token, lease);
         }
         Ok(())
     }

@@ -4,6 +4,8 @@
 //! as a takeover) is one `match` on it, here, and the owner is decided once: when the store
 //! grants the slot, moves it to another lease, or first finds it by reading its group.
 
+use super::hints::Settling;
+
 /// Whose the lease of a slot this store knows is (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseOwner {
@@ -80,6 +82,19 @@ impl LeaseOwner {
         match self {
             LeaseOwner::Slot => true,
             LeaseOwner::Session | LeaseOwner::Adopted | LeaseOwner::Found => false,
+        }
+    }
+
+    /// How a transaction binding keys to the lease is settled when it gets no answer,
+    /// before the token's next call (see `hints.rs`): the lease revoked (a late commit
+    /// leaves nothing), a grant on a session's lease fenced off (a late commit would hold
+    /// a slot for as long as the session lives, for a token that may have moved on), or
+    /// not at all: the caller asks again, and a late commit gives the token no second slot.
+    pub(crate) fn settling(self) -> Option<Settling> {
+        match self {
+            LeaseOwner::Slot => Some(Settling::Revoke),
+            LeaseOwner::Session => Some(Settling::FenceOff),
+            LeaseOwner::Adopted | LeaseOwner::Found => None,
         }
     }
 
@@ -172,6 +187,10 @@ mod tests {
         assert_eq!(
             EVERY.map(LeaseOwner::granted_again),
             [LeaseOwner::Slot, LeaseOwner::Session, LeaseOwner::Adopted, LeaseOwner::Adopted]
+        );
+        assert_eq!(
+            EVERY.map(LeaseOwner::settling),
+            [Some(Settling::Revoke), Some(Settling::FenceOff), None, None]
         );
         assert_eq!(LeaseOwner::for_acquire(true), LeaseOwner::Session);
         assert_eq!(LeaseOwner::for_acquire(false), LeaseOwner::Slot);

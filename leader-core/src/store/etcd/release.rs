@@ -44,7 +44,7 @@ impl EtcdStore {
         min_lease_time: Duration,
     ) -> Result<ReleaseOutcome, Error> {
         let bound = self.bound("release");
-        self.settle(&bound, token).await?;
+        self.settle(&bound, keys, token).await?;
         let Some(held) = self.find(&bound, keys, token).await? else {
             return Ok(ReleaseOutcome::NotHeld);
         };
@@ -97,7 +97,7 @@ impl EtcdStore {
                 // No answer: its lease revoked, so the slot is gone whether the transaction
                 // committed or not (its index keeps its marker if it had not: one lock-delay
                 // too many, never one too few).
-                self.settle(&bound, token).await?;
+                self.settle(&bound, keys, token).await?;
                 self.forget_in(keys, token);
                 return Ok(ReleaseOutcome::Released);
             }

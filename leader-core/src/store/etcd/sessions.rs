@@ -8,9 +8,15 @@
 //! slots of its session. What the store does to one slot's lease otherwise, it does to the
 //! slot's key instead: an abandoned lock-delay or a failed grant deletes the key (if it is
 //! still that grant), and a release whose answer was lost is reported as the error it is
-//! (its caller asks again) rather than settled by a revocation. A late commit of an
-//! unanswered grant gives the token no second slot either way: a grant commits only if no
-//! slot was created in the group since its decision (see `acquire.rs`).
+//! (its caller asks again) rather than settled by a revocation.
+//!
+//! A grant on a session's lease that got no answer is fenced off instead, before its
+//! token's next call ([`fence_off`](EtcdStore::fence_off)): otherwise a member that held it
+//! back could commit it after the token gave the slot back (a claim withdrawn while the
+//! store did not answer), and the slot would be held for as long as the session lives, by
+//! a token nobody holds. A late commit before the fence gives the token no second slot:
+//! a grant commits only if no slot was created in the group since its decision (see
+//! `acquire.rs`), and the token's next call finds the slot it holds.
 //!
 //! Markers stay on the store's marker leases, which nobody keeps alive (see `leases.rs`):
 //! the lock-delay after a session's end holds as it does after one slot's.
@@ -77,6 +83,26 @@ pub(crate) struct SessionSlot {
 }
 
 impl EtcdStore {
+    /// Makes every grant of the group `keys` decided so far unable to commit, for a grant
+    /// on session lease `lease` that got no answer: writes the group's
+    /// [`unanswered`](GroupKeys::unanswered) key on that lease. Every grant commits only if
+    /// no marker was written in the group since the revision it was decided at, and this key
+    /// is under the markers' range; it lives as long as the session lease, after which a
+    /// late grant on that lease fails anyway (its lease is gone). A lease found gone is
+    /// fenced off already.
+    pub(crate) async fn fence_off(
+        &self,
+        bound: &Bound,
+        keys: &GroupKeys,
+        lease: i64,
+    ) -> Result<(), Error> {
+        let on_lease = PutOptions::new().with_lease(lease);
+        let txn = Txn::new().and_then([TxnOp::put(keys.unanswered(lease), "", Some(on_lease))]);
+        match self.txn_on_lease(bound, txn).await? {
+            super::OnLease::Reply(_) | super::OnLease::LeaseGone => Ok(()),
+        }
+    }
+
     /// [`LeaseStore::renew_many`](crate::LeaseStore::renew_many): the slots this store
     /// holds on a session lease (kept alive at `ttl` seconds) by lease, each lease's as one
     /// batch; the others one by one, as `renew` does.

@@ -187,7 +187,7 @@ impl EtcdStore {
         lease_time: Duration,
     ) -> Result<RenewOutcome, Error> {
         let bound = self.bound("renew");
-        self.settle(&bound, token).await?;
+        self.settle(&bound, keys, token).await?;
         let Some(mut held) = self.find(&bound, keys, token).await? else {
             return Ok(RenewOutcome::NotHeld);
         };
@@ -310,8 +310,8 @@ impl EtcdStore {
     }
 
     /// Sends `txn`, which binds keys to `lease` (of `owner`'s) for `token`: a lease whose
-    /// owner settles lost replies ([`LeaseOwner::settles_lost_replies`]) is recorded as
-    /// named by an unanswered transaction until the answer comes (see `hints.rs`).
+    /// owner settles lost replies ([`LeaseOwner::settling`]) is recorded as named by an
+    /// unanswered transaction until the answer comes (see `hints.rs`).
     pub(crate) async fn send(
         &self,
         bound: &Bound,
@@ -333,13 +333,13 @@ impl EtcdStore {
         owner: LeaseOwner,
         txn: Txn,
     ) -> Result<OnLease, Error> {
-        // A lease that carries other slots is never revoked to settle an unanswered
-        // transaction: a late commit on it gives the token no second slot (see
-        // `sessions.rs`).
-        if !owner.settles_lost_replies() {
+        // A lease an adopted or found slot is on carries another process's slots: an
+        // unanswered transaction on it is not settled, and a late commit on it gives the
+        // token no second slot (see `sessions.rs`).
+        let Some(settling) = owner.settling() else {
             return self.txn_on_lease(bound, txn).await;
-        }
-        self.inner.hints.sending(token, lease);
+        };
+        self.inner.hints.sending(token, lease, settling);
         let reply = self.txn_on_lease(bound, txn).await;
         if reply.is_ok() || reply.as_ref().is_err_and(|error| !error.is_transient()) {
             // Answered: committed or not, nothing more comes of it.
