@@ -307,6 +307,27 @@ async fn a_marker_the_store_did_not_write_is_refused_naming_it() {
     assert!(store.state(key).await.is_err(), "a read refuses it too");
 }
 
+/// A claim key the store did not write (text that is no claim, or a claim on no lease,
+/// which would never lapse) holds no slot back, and the next claim replaces it.
+#[tokio::test]
+async fn a_claim_the_store_did_not_write_holds_nothing_back() {
+    let (store, server) = solo().await;
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let forever = format!("{} {} 1000", token(), u64::MAX);
+    for (group, value) in [("leader:claimed-a", "no claim"), ("leader:claimed-b", &forever)] {
+        let claim_key = format!("{group} last claim");
+        client.put(claim_key.as_str(), value, None).await.unwrap();
+        // The last free slot goes to whoever asks.
+        granted_fence(store.acquire(request(group, 1, token())).await.unwrap());
+        let claim = request(group, 1, token()).reserving(20 * SECOND, 10 * SECOND);
+        let outcome = store.acquire(claim).await.unwrap();
+        assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+        let written = client.get(claim_key.as_str(), None).await.unwrap();
+        let written = written.kvs().first().expect("a claim");
+        assert!(written.value_str().unwrap() != value && written.lease() != 0, "not replaced");
+    }
+}
+
 /// Smaller: a grant's `expires_in` never exceeds its TTL; a prefix without a separator gets
 /// one, so `ap` + `px` is never `app` + `x`; `state()` never reports more time than is left.
 #[tokio::test]

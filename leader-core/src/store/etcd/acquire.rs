@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use tokio::time::Instant;
 
+use super::claim::{self, ClaimStep};
 use super::grant_txn::{first_get, grant_txn, guess_txn};
 use super::group::Group;
 use super::hints::FirstStep;
@@ -191,13 +192,26 @@ impl EtcdStore {
                     existing,
                 });
             }
-            let Some(index) = group.free_index(max, request.token) else {
+            let claim = claim::step(&group, request, max, SystemTime::now());
+            let free = group.free_index(max, request.token);
+            let Some(index) = free.filter(|_| !matches!(claim, ClaimStep::HeldBack { .. })) else {
                 self.put_back(lease, owner);
                 self.inner.hints.full(&keys.range);
                 // The shortest TTL among the slots: an upper bound of the nearest expiry
                 // (waiters wake at the true one from the watch's delete event).
-                let nearest = group.slots.iter().map(|slot| slot.ttl).min().unwrap_or(1);
-                return Ok(AcquireOutcome::Full { nearest_expiry: secs(nearest) });
+                let nearest = secs(group.slots.iter().map(|slot| slot.ttl).min().unwrap_or(1));
+                let nearest_expiry = match (claim, request.reservation) {
+                    (ClaimStep::HeldBack { hold }, _) => hold,
+                    (ClaimStep::Holds { write }, Some(reservation)) => {
+                        if !self.hold_claim(&bound, keys, &group, write).await? {
+                            group = self.read(&bound, keys).await?;
+                            continue;
+                        }
+                        claim::holder_wait(nearest, reservation.hold_for)
+                    }
+                    _ => nearest,
+                };
+                return Ok(AcquireOutcome::Full { nearest_expiry });
             };
             let delay = group.delay_for(index, max);
             let new = match (lease, request.session) {
@@ -217,7 +231,9 @@ impl EtcdStore {
             };
             // To the microsecond, as the slot's record keeps it.
             let acquired_at = layout::to_micros(SystemTime::now());
-            let txn = grant_txn(keys, request, new, marker, index, &group, acquired_at, delay);
+            let end_claim = group.claim.is_some() && matches!(claim, ClaimStep::Holds { .. });
+            let txn =
+                grant_txn(keys, request, new, marker, index, &group, acquired_at, delay, end_claim);
             // An error: perhaps granted unseen; the lease is revoked at the token's next
             // attempt.
             let reply = match self.send_on_lease(&bound, request.token, new.id, owner, txn).await? {

@@ -73,9 +73,11 @@ pub(super) fn guess_txn(
     acquired_at: SystemTime,
 ) -> Txn {
     let slot_key = keys.slot(index);
+    // No claim either: a claim keeps the last free slot, which only a read can tell.
     let mut when = vec![
         Compare::create_revision(slot_key.as_str(), CompareOp::Equal, 0),
         Compare::create_revision(keys.last(index), CompareOp::Equal, 0),
+        Compare::create_revision(keys.claim(), CompareOp::Equal, 0),
         Compare::value(keys.max(), CompareOp::Equal, request.max_leaders.get().to_string()),
     ];
     when.extend(unchanged_since(keys, revision));
@@ -86,7 +88,8 @@ pub(super) fn guess_txn(
 }
 
 /// The transaction that takes index `index` for `request` if nothing happened in the group
-/// since `group` was read; its else branch reads the group.
+/// since `group` was read (and, with `end_claim`, deletes the group's claim: the request
+/// held it); its else branch reads the group.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn grant_txn(
     keys: &GroupKeys,
@@ -97,13 +100,18 @@ pub(super) fn grant_txn(
     group: &Group,
     acquired_at: SystemTime,
     delay: Option<i64>,
+    end_claim: bool,
 ) -> Txn {
     let mut when = vec![Compare::create_revision(keys.slot(index), CompareOp::Equal, 0)];
     when.extend(unchanged_since(keys, group.revision));
     let size = group.last_size != Some(request.max_leaders.get());
+    let mut ops = grant_ops(keys, request, lease, marker, index, acquired_at, delay, size);
+    if end_claim {
+        ops.push(TxnOp::delete(keys.claim(), None));
+    }
     Txn::new()
         .when(when)
-        .and_then(grant_ops(keys, request, lease, marker, index, acquired_at, delay, size))
+        .and_then(ops)
         .or_else([TxnOp::get(keys.range.as_str(), Some(GetOptions::new().with_prefix()))])
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use etcd_client::KeyValue;
 
+use super::claim::ClaimKey;
 use super::layout::{GroupKeys, Marker, Part, Slot, read_marker};
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -19,6 +20,8 @@ pub(crate) struct Group {
     pub markers: HashMap<u32, Marker>,
     /// What the `max` key holds (the latest grant's size, for guesses), if it is there.
     pub last_size: Option<u32>,
+    /// The group's claim key, if it is there (see `claim.rs`).
+    pub claim: Option<ClaimKey>,
 }
 
 impl Group {
@@ -37,6 +40,7 @@ impl Group {
                     group.last_size =
                         std::str::from_utf8(kv.value()).ok().and_then(|v| v.parse().ok());
                 }
+                Some(Part::Claim) => group.claim = Some(ClaimKey::read(kv)),
                 None => {}
             }
         }

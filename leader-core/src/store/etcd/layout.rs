@@ -8,6 +8,7 @@
 //! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, `max_leaders`, lock-delay, holder | the slot's, kept alive by its holder |
 //! | `{prefix}{key} last {i}` | `held {ttl} {max_leaders}`: slot `i`'s holder, granted under that size, has not released it | a marker lease, never kept alive |
 //! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
+//! | `{prefix}{key} last claim` | `{token} {arrival µs} {hold ms}`: the group's claim on its next free slot (see `claim.rs`) | its own, kept alive by its holder's requests |
 //! | `{prefix}{key} last unanswered {lease}` | empty: a grant on session lease `{lease}` got no answer, and every grant decided before this key was written can no longer commit (see `sessions.rs`) | that session's |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
@@ -60,6 +61,12 @@ impl GroupKeys {
         format!("{}last {index}", self.range)
     }
 
+    /// The group's claim on its next free slot (see `claim.rs`): under the markers' range,
+    /// which every grant compares, and no index's marker.
+    pub(crate) fn claim(&self) -> String {
+        format!("{}last claim", self.range)
+    }
+
     /// The key that fences off the grants decided before it was written, on behalf of an
     /// unanswered grant on session lease `lease` (see `sessions.rs`): under the markers'
     /// range, which every grant compares, and no index's marker.
@@ -79,6 +86,7 @@ impl GroupKeys {
         match rest.split_once(' ') {
             None if rest == "max" => Some(Part::Max),
             Some(("slot", index)) => index.parse().ok().map(Part::Slot),
+            Some(("last", "claim")) => Some(Part::Claim),
             Some(("last", index)) => index.parse().ok().map(Part::Last),
             _ => None,
         }
@@ -91,6 +99,7 @@ pub(crate) enum Part {
     Max,
     Slot(u32),
     Last(u32),
+    Claim,
 }
 
 /// A live slot, as its key holds it.

@@ -66,6 +66,7 @@
 mod acquire;
 mod bounded;
 mod builder;
+mod claim;
 mod failures;
 mod feed;
 mod grant_txn;
@@ -306,6 +307,11 @@ impl LeaseStore for EtcdStore {
     /// A lease's time to live is read in whole seconds.
     fn expiry_resolution(&self) -> Duration {
         Duration::from_secs(1)
+    }
+
+    /// A group's claim is a key on a lease of its own (see `claim.rs`).
+    fn keeps_reservations(&self) -> bool {
+        true
     }
 
     async fn acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome, Error> {
