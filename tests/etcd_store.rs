@@ -200,6 +200,58 @@ async fn a_waiter_is_woken_by_the_release_of_another_process() {
     timeout(5 * SECOND, watch.woken()).await.expect("woken by the release");
 }
 
+/// On a cluster with etcd's default election timeout (1 s: leases of 2 s at least), a
+/// claim of 1 s (what a fair waiter sends) is written on a lease of the cluster's minimum, even once the store knows that minimum; and
+/// a claim whose value holds back for 1 ms never makes the others spin: they are told to
+/// look again once its lease can have lapsed.
+#[tokio::test]
+async fn claims_live_on_the_clusters_shortest_lease_at_least() {
+    let server =
+        EtcdServer::start_with(&["--heartbeat-interval", "100", "--election-timeout", "1000"]);
+    let store = EtcdStore::connect(&server.url()).await.unwrap();
+    let key = "leader:default-cluster";
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    // Claims of 1 s: the first teaches the store the minimum TTL (2 s), the next two are
+    // written after that (a takeover by an earlier arrival), and kept alive.
+    for waited in [5, 20, 20] {
+        let claim = request(key, 1, token()).reserving(waited * SECOND, SECOND);
+        let outcome = store.acquire(claim).await.expect("a claim on the shortest lease");
+        assert!(matches!(outcome, AcquireOutcome::Full { .. }), "{outcome:?}");
+    }
+    assert_eq!(store.release(key, held, Duration::ZERO).await.unwrap(), ReleaseOutcome::Released);
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    let lease = client.lease_grant(30, None).await.unwrap().id();
+    let options = etcd_client::PutOptions::new().with_lease(lease);
+    let short = format!("{} 0 1", token());
+    client.put(format!("{key} last claim"), short, Some(options)).await.unwrap();
+    match store.acquire(request(key, 1, token())).await.unwrap() {
+        AcquireOutcome::Full { nearest_expiry } => {
+            assert!(nearest_expiry >= 2 * SECOND, "asked to look again after {nearest_expiry:?}")
+        }
+        granted => panic!("a slot held back was granted: {granted:?}"),
+    }
+}
+
+/// A claim whose holder went away frees the last slot it held back when its lease lapses:
+/// the group's waiters are woken then, as by a release (etcd says nothing else).
+#[tokio::test]
+async fn a_lapsed_claim_wakes_the_waiters_it_held_back() {
+    let (store, server) = solo().await;
+    let other = EtcdStore::connect(&server.url()).await.unwrap();
+    let key = "leader:lapsing-claim";
+    let held = token();
+    granted_fence(store.acquire(request(key, 1, held)).await.unwrap());
+    let claim = request(key, 1, token()).reserving(20 * SECOND, 2 * SECOND);
+    assert!(matches!(store.acquire(claim).await.unwrap(), AcquireOutcome::Full { .. }));
+    store.release(key, held, Duration::ZERO).await.unwrap();
+    let mut watch = other.watch_releases(key).await.unwrap();
+    let held_back = other.acquire(request(key, 1, token())).await.unwrap();
+    assert!(matches!(held_back, AcquireOutcome::Full { .. }), "{held_back:?}");
+    timeout(6 * SECOND, watch.woken()).await.expect("woken when the claim lapsed");
+    granted_fence(other.acquire(request(key, 1, token())).await.unwrap());
+}
+
 #[tokio::test]
 async fn a_grant_whose_reply_was_lost_is_found_by_the_retry_not_doubled() {
     use support::proxy::{Fault, Proxy};

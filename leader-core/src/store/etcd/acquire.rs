@@ -201,7 +201,9 @@ impl EtcdStore {
                 // (waiters wake at the true one from the watch's delete event).
                 let nearest = secs(group.slots.iter().map(|slot| slot.ttl).min().unwrap_or(1));
                 let nearest_expiry = match (claim, request.reservation) {
-                    (ClaimStep::HeldBack { hold }, _) => hold,
+                    // Until the claim's lease can have lapsed (its end wakes the group's
+                    // waiters sooner): never sooner, whatever hold its value says.
+                    (ClaimStep::HeldBack { hold }, _) => secs(self.claim_ttl(hold)),
                     (ClaimStep::Holds { write }, Some(reservation)) => {
                         if !self.hold_claim(&bound, keys, &group, write).await? {
                             group = self.read(&bound, keys).await?;

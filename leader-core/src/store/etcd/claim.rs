@@ -120,6 +120,14 @@ pub(crate) fn step(
 }
 
 impl EtcdStore {
+    /// The TTL of a claim's lease, in whole seconds: its hold rounded up, at least the
+    /// cluster's minimum (etcd would raise it anyway; a claim is no deadline its holder
+    /// counts on, so a longer one is fine) and at most etcd's longest.
+    pub(crate) fn claim_ttl(&self, hold: Duration) -> i64 {
+        let secs = hold.as_secs().saturating_add(u64::from(hold.subsec_nanos() > 0));
+        i64::try_from(secs).unwrap_or(i64::MAX).clamp(self.min_ttl().max(1), super::MAX_TTL_SECS)
+    }
+
     /// Writes `claim` as the group's claim if the claim key is still as `group` read it, on a
     /// lease of its hold; whether it was written (otherwise the group changed: read it
     /// again).
@@ -130,7 +138,7 @@ impl EtcdStore {
         group: &Group,
         claim: Claim,
     ) -> Result<bool, Error> {
-        let ttl = self.ttl_for(claim.hold)?.max(self.min_ttl());
+        let ttl = self.claim_ttl(claim.hold);
         // A lease this store kept from a released slot if it has one (one Raft write less).
         let lease = self.lease(bound, ttl, None, true).await?;
         let unchanged = match &group.claim {
@@ -166,7 +174,7 @@ impl EtcdStore {
         }
         let Some(key) = &group.claim else { return Ok(false) };
         let Some(claim) = key.claim else { return Ok(false) };
-        let ttl = self.ttl_for(claim.hold)?.max(self.min_ttl());
+        let ttl = self.claim_ttl(claim.hold);
         if self.keep_alive(bound, key.lease, ttl).await? {
             return Ok(true);
         }

@@ -225,19 +225,23 @@ async fn deliver(
                 reply.compact_revision()
             );
         }
-        let (mut released, mut granted) = (false, false);
+        let (mut released, mut granted, mut claim_ended) = (false, false, false);
         for event in reply.events() {
             let Some(kv) = event.kv() else { continue };
-            let Some(Part::Slot(index)) = keys.part_of(kv.key()) else { continue };
-            match event.event_type() {
-                EventType::Delete => {
+            match (keys.part_of(kv.key()), event.event_type()) {
+                (Some(Part::Slot(index)), EventType::Delete) => {
                     released = true;
                     hints.freed(&keys.range, index, kv.mod_revision());
                 }
-                EventType::Put if kv.version() > 1 => released = true,
-                EventType::Put => granted = true,
+                (Some(Part::Slot(_)), EventType::Put) if kv.version() > 1 => released = true,
+                (Some(Part::Slot(_)), EventType::Put) => granted = true,
+                (Some(Part::Claim), EventType::Delete) => claim_ended = true,
+                _ => {}
             }
         }
+        // A claim that lapsed frees the slot it held back; one its holder's grant ended
+        // (in the same transaction) frees nothing.
+        released |= claim_ended && !granted;
         if released {
             signals.releases.wake();
         }
