@@ -225,7 +225,10 @@ async fn deliver(
                 reply.compact_revision()
             );
         }
-        let (mut released, mut granted, mut claim_ended) = (false, false, false);
+        let (mut released, mut granted) = (false, false);
+        // The revisions of the grants, and of the claims' ends, in this reply (which may
+        // carry several revisions' events).
+        let (mut grants, mut claims_ended) = (Vec::new(), Vec::new());
         for event in reply.events() {
             let Some(kv) = event.kv() else { continue };
             match (keys.part_of(kv.key()), event.event_type()) {
@@ -234,14 +237,17 @@ async fn deliver(
                     hints.freed(&keys.range, index, kv.mod_revision());
                 }
                 (Some(Part::Slot(_)), EventType::Put) if kv.version() > 1 => released = true,
-                (Some(Part::Slot(_)), EventType::Put) => granted = true,
-                (Some(Part::Claim), EventType::Delete) => claim_ended = true,
+                (Some(Part::Slot(_)), EventType::Put) => {
+                    granted = true;
+                    grants.push(kv.mod_revision());
+                }
+                (Some(Part::Claim), EventType::Delete) => claims_ended.push(kv.mod_revision()),
                 _ => {}
             }
         }
-        // A claim that lapsed frees the slot it held back; one its holder's grant ended
-        // (in the same transaction) frees nothing.
-        released |= claim_ended && !granted;
+        // A claim that lapsed frees the slot it held back; one its holder's grant ended (in
+        // the same transaction: the same revision) frees nothing.
+        released |= claims_ended.iter().any(|ended| !grants.contains(ended));
         if released {
             signals.releases.wake();
         }
