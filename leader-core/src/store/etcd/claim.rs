@@ -82,7 +82,8 @@ pub(crate) enum ClaimStep {
     /// free slot is granted and the claim ends; in a full group the claim is written or
     /// kept alive, and the answer comes within half its hold.
     Holds { write: Option<Claim> },
-    /// Another's claim keeps the last free slot: refused for the claim's hold.
+    /// Another's claim keeps the last free slot: refused until the claim's lease (of its
+    /// `hold`, at least the cluster's shortest) can have lapsed.
     HeldBack { hold: Duration },
 }
 
