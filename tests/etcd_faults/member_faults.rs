@@ -13,17 +13,11 @@ use crate::support;
 use crate::support::etcd::EtcdCluster;
 use crate::support::{request_for, token};
 
-/// A transaction a member held back and ran late (its link stalled, the client's cancel
-/// lost) never gives a token a second slot, nor a slot on a lease in use elsewhere: the
-/// store does not send it again to the next member, and revokes its lease (and waits for
-/// the answer) before the token tries again, so the late copy finds no lease to bind to.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transaction_a_member_runs_late_takes_no_slot() {
-    use leader::store::ReleaseOutcome;
-    use support::proxy::{Fault, Proxy};
-
+/// A cluster of three, and a store whose first member (member 1) is reached through a
+/// proxy that injects faults, with a command timeout of 3 s.
+async fn behind_a_proxy_on_member_one() -> (EtcdCluster, support::proxy::Proxy, EtcdStore) {
     let cluster = EtcdCluster::start(3).await;
-    let proxy = Proxy::start(cluster.members[0].client_port).await;
+    let proxy = support::proxy::Proxy::start(cluster.members[0].client_port).await;
     let endpoints = [
         format!("127.0.0.1:{}", proxy.port),
         cluster.members[1].endpoint(),
@@ -31,6 +25,19 @@ async fn a_transaction_a_member_runs_late_takes_no_slot() {
     ];
     let url = format!("etcd://{}", endpoints.join(","));
     let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    (cluster, proxy, store)
+}
+
+/// A transaction a member held back and ran late (its link stalled, the client's cancel
+/// lost) never gives a token a second slot, nor a slot on a lease in use elsewhere: the
+/// store does not send it again to the next member, and revokes its lease (and waits for
+/// the answer) before the token tries again, so the late copy finds no lease to bind to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_a_member_runs_late_takes_no_slot() {
+    use leader::store::ReleaseOutcome;
+    use support::proxy::Fault;
+
+    let (cluster, proxy, store) = behind_a_proxy_on_member_one().await;
     let key = "leader:held-back";
     let lease = 10 * SECOND;
     // A grant and its release: the store keeps the lease, and its next acquire of the group
@@ -76,17 +83,9 @@ async fn a_transaction_a_member_runs_late_takes_no_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_reply_was_lost_answers_released() {
     use leader::store::ReleaseOutcome;
-    use support::proxy::{Fault, Proxy};
+    use support::proxy::Fault;
 
-    let cluster = EtcdCluster::start(3).await;
-    let proxy = Proxy::start(cluster.members[0].client_port).await;
-    let endpoints = [
-        format!("127.0.0.1:{}", proxy.port),
-        cluster.members[1].endpoint(),
-        cluster.members[2].endpoint(),
-    ];
-    let url = format!("etcd://{}", endpoints.join(","));
-    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    let (cluster, proxy, store) = behind_a_proxy_on_member_one().await;
     let key = "leader:lost-reply";
     let held = token();
     assert!(matches!(
@@ -143,17 +142,9 @@ async fn a_renewal_moves_off_the_member_its_stream_is_on_when_it_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_acquire_run_late_after_its_give_back_takes_no_slot() {
     use leader::store::ReleaseOutcome;
-    use support::proxy::{Fault, Proxy};
+    use support::proxy::Fault;
 
-    let cluster = EtcdCluster::start(3).await;
-    let proxy = Proxy::start(cluster.members[0].client_port).await;
-    let endpoints = [
-        format!("127.0.0.1:{}", proxy.port),
-        cluster.members[1].endpoint(),
-        cluster.members[2].endpoint(),
-    ];
-    let url = format!("etcd://{}", endpoints.join(","));
-    let store = EtcdStore::builder(url).command_timeout(3 * SECOND).connect().await.unwrap();
+    let (cluster, proxy, store) = behind_a_proxy_on_member_one().await;
     let key = "leader:session-held-back";
     let lease = 10 * SECOND;
     let session = token();

@@ -357,8 +357,8 @@ election_setters! {
     /// slot, and of the waiters that claim it the one that has waited longest is served
     /// first. A waiter holding the claim attempts again every 500 ms (half the claim's life,
     /// at most half the lease) while it waits, and the claim of a waiter that stopped or
-    /// died holds a free slot back for at most 1 s. The etcd store keeps no claims: there
-    /// the first attempt after a release wins. Default: true.
+    /// died holds a free slot back for at most 1 s (on etcd, for at most its claim lease's
+    /// TTL: 1 s, and at least the cluster's shortest lease). Default: true.
     fn fair_waiting(fair_waiting: bool) => fair_waiting;
 
     /// This candidate's id in state and logs. Default: `hostname:pid:random`.

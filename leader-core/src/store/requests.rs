@@ -116,8 +116,9 @@ impl<'a> AcquireRequest<'a> {
     /// holder reports a nearest expiry of at most half of `hold_for`, so the holder asks
     /// again (and its reservation lives on) while it waits. A request from any other token
     /// that would take the group's last free slot while a reservation lives is refused, with
-    /// the reservation's time left as the nearest expiry. Stores that keep no reservations
-    /// (etcd) ignore it.
+    /// the reservation's time left as the nearest expiry (on etcd, an upper bound of it: the
+    /// time until the reservation's lease can have lapsed). Stores that keep no reservations
+    /// ([`LeaseStore::keeps_reservations`]) ignore it.
     ///
     /// ```
     /// use std::num::NonZeroU32;

@@ -6,6 +6,7 @@
 //! | a slot deleted (released, expired, revoked) | waiters and observers |
 //! | a slot written again (a renewal under another TTL, a release kept for the minimum lease) | waiters and observers |
 //! | a slot created (a grant, or a pending one in its lock-delay) | observers |
+//! | the group's claim deleted (lapsed), unless by a grant of the same revision | waiters and observers |
 //!
 //! The watch starts on the preferred member and asks for a leader (etcd cancels a watch on
 //! a member that lost its leader). When it fails, ends, or is cancelled (a compacted
@@ -225,34 +226,91 @@ async fn deliver(
                 reply.compact_revision()
             );
         }
-        let (mut released, mut granted) = (false, false);
-        // The revisions of the grants, and of the claims' ends, in this reply (which may
-        // carry several revisions' events).
-        let (mut grants, mut claims_ended) = (Vec::new(), Vec::new());
-        for event in reply.events() {
-            let Some(kv) = event.kv() else { continue };
-            match (keys.part_of(kv.key()), event.event_type()) {
-                (Some(Part::Slot(index)), EventType::Delete) => {
-                    released = true;
-                    hints.freed(&keys.range, index, kv.mod_revision());
-                }
-                (Some(Part::Slot(_)), EventType::Put) if kv.version() > 1 => released = true,
-                (Some(Part::Slot(_)), EventType::Put) => {
-                    granted = true;
-                    grants.push(kv.mod_revision());
-                }
-                (Some(Part::Claim), EventType::Delete) => claims_ended.push(kv.mod_revision()),
-                _ => {}
-            }
+        let seen = reply.events().iter().filter_map(|event| {
+            let kv = event.kv()?;
+            Some(Seen {
+                part: keys.part_of(kv.key())?,
+                deleted: event.event_type() == EventType::Delete,
+                version: kv.version(),
+                revision: kv.mod_revision(),
+            })
+        });
+        let Wakes { released, granted, freed } = wakes(seen);
+        for (index, revision) in freed {
+            hints.freed(&keys.range, index, revision);
         }
-        // A claim that lapsed frees the slot it held back; one its holder's grant ended (in
-        // the same transaction: the same revision) frees nothing.
-        released |= claims_ended.iter().any(|ended| !grants.contains(ended));
         if released {
             signals.releases.wake();
         }
         if released || granted {
             signals.changes.wake();
         }
+    }
+}
+
+/// One event on a group's key, as far as what it wakes goes.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    part: Part,
+    deleted: bool,
+    /// The key's version (1: just created).
+    version: i64,
+    /// The revision of the event.
+    revision: i64,
+}
+
+/// What one watch reply's events wake, and the slots they freed (index, revision).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Wakes {
+    released: bool,
+    granted: bool,
+    freed: Vec<(u32, i64)>,
+}
+
+/// What `events` (one watch reply's, which may carry several revisions) wake: a slot
+/// deleted or written again releases, one created is granted; a claim that ended releases
+/// (it frees the slot it held back) unless a grant of the same revision ended it (its
+/// holder's transaction: nothing freed).
+fn wakes(events: impl IntoIterator<Item = Seen>) -> Wakes {
+    let mut wakes = Wakes::default();
+    let (mut grants, mut claims_ended) = (Vec::new(), Vec::new());
+    for seen in events {
+        match seen.part {
+            Part::Slot(index) if seen.deleted => {
+                wakes.released = true;
+                wakes.freed.push((index, seen.revision));
+            }
+            Part::Slot(_) if seen.version > 1 => wakes.released = true,
+            Part::Slot(_) => {
+                wakes.granted = true;
+                grants.push(seen.revision);
+            }
+            Part::Claim if seen.deleted => claims_ended.push(seen.revision),
+            _ => {}
+        }
+    }
+    wakes.released |= claims_ended.iter().any(|ended| !grants.contains(ended));
+    wakes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(part: Part, deleted: bool, version: i64, revision: i64) -> Seen {
+        Seen { part, deleted, version, revision }
+    }
+
+    /// A claim ended by its holder's grant (one revision) frees nothing; one that lapsed
+    /// frees the slot it held back, even beside a grant of another revision in one reply.
+    #[test]
+    fn a_claims_end_releases_unless_a_grant_of_its_revision_ended_it() {
+        let granted_and_ended = [seen(Part::Slot(0), false, 1, 5), seen(Part::Claim, true, 0, 5)];
+        let wakes_of = wakes(granted_and_ended);
+        assert!(!wakes_of.released && wakes_of.granted, "{wakes_of:?}");
+        let then_lapsed = [seen(Part::Slot(1), false, 1, 5), seen(Part::Claim, true, 0, 6)];
+        assert!(wakes(then_lapsed).released);
+        let freed = wakes([seen(Part::Slot(2), true, 0, 7), seen(Part::Last(2), true, 0, 7)]);
+        assert_eq!(freed, Wakes { released: true, granted: false, freed: vec![(2, 7)] });
     }
 }
