@@ -171,8 +171,15 @@ async fn a_server_out_of_memory_keeps_electing() {
 async fn a_claim_this_store_did_not_write_holds_nothing_back() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
-    for (at, garbage) in
-        ["99999999999999999999:0:deadbeef", "abc", "1e30:0:x", ""].iter().enumerate()
+    for (at, garbage) in [
+        "99999999999999999999:0:deadbeef",
+        "99999999999999999999:0:0:deadbeef:h",
+        "abc",
+        "1e30:0:x",
+        "",
+    ]
+    .iter()
+    .enumerate()
     {
         let key = format!("leader:claimed-{at}");
         let layout = RedisStore::group_layout(&key).unwrap();

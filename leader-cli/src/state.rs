@@ -11,11 +11,13 @@ pub async fn run(cli: &Cli, group: &str, json: bool) -> Result<ExitCode, Failure
     let store = cli.store().await?;
     // The reader's own `max_leaders` is never shown: an empty group shows none.
     let options = LeaderGroupElectionOptions::new(1).keys(cli.keys());
-    let state = LeaderGroupElector::new(store, options)?.state(group).await?;
+    let elector = LeaderGroupElector::new(store, options)?;
+    let state = elector.state(group).await?;
+    let waiting = elector.waiting_candidate(group).await?;
     if json {
-        println!("{}", table::json(&state));
+        println!("{}", table::json(&state, waiting.as_ref()));
     } else {
-        print!("{}", table::render(&state));
+        print!("{}", table::render(&state, waiting.as_ref()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,25 @@
 
 use std::time::Duration;
 
-use leader::LeaderGroupState;
+use leader::{ClaimInfo, LeaderGroupState};
 
-/// A group's state as a table.
-pub fn render(snapshot: &LeaderGroupState) -> String {
+/// A group's state as a table, and the candidate its next free slot is kept for, if any.
+pub fn render(snapshot: &LeaderGroupState, waiting: Option<&ClaimInfo>) -> String {
+    let mut out = render_slots(snapshot);
+    if let Some(claim) = waiting {
+        out.push_str(&format!(
+            "next free slot kept for {} (priority {}, waiting {}, announcement lapses in {})\n",
+            shown(&claim.holder),
+            claim.priority,
+            seconds(claim.waited),
+            seconds(claim.expires_in),
+        ));
+    }
+    out
+}
+
+/// A group's live slots as a table.
+pub fn render_slots(snapshot: &LeaderGroupState) -> String {
     let (group, key) = (&snapshot.name, &snapshot.key);
     let pending = match snapshot.pending.len() {
         0 => String::new(),
@@ -44,8 +59,24 @@ pub fn render(snapshot: &LeaderGroupState) -> String {
     out
 }
 
-/// A group's state as JSON.
-pub fn json(snapshot: &LeaderGroupState) -> serde_json::Value {
+/// A group's state as JSON, with the candidate its next free slot is kept for (`waiting`,
+/// or null).
+pub fn json(snapshot: &LeaderGroupState, waiting: Option<&ClaimInfo>) -> serde_json::Value {
+    let mut value = json_slots(snapshot);
+    value["waiting"] = match waiting {
+        Some(claim) => serde_json::json!({
+            "holder": claim.holder,
+            "priority": claim.priority,
+            "waited_ms": claim.waited.as_millis() as u64,
+            "expires_in_ms": claim.expires_in.as_millis() as u64,
+        }),
+        None => serde_json::Value::Null,
+    };
+    value
+}
+
+/// A group's live slots as JSON.
+pub fn json_slots(snapshot: &LeaderGroupState) -> serde_json::Value {
     let slot = |slot: &leader::SlotInfo| {
         serde_json::json!({
             "holder": slot.holder,

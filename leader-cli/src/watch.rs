@@ -50,11 +50,11 @@ fn show(state: &LeaderGroupState, json: bool, redraw_in_place: bool) -> Result<(
     let at = humantime::format_rfc3339_millis(SystemTime::now());
     let mut out = std::io::stdout().lock();
     if json {
-        let mut line = table::json(state);
+        let mut line = table::json_slots(state);
         line["at"] = serde_json::Value::String(at.to_string());
         writeln!(out, "{line}")?;
     } else {
-        let frame = table::render(state);
+        let frame = table::render_slots(state);
         if redraw_in_place {
             write!(out, "\x1b[2J\x1b[H")?;
         }

@@ -131,6 +131,7 @@ pub(crate) mod field {
         lease_time: crate::duration::positive;
         min_lease_time: crate::duration::within_limit;
         drop_report_interval: crate::duration::positive;
+        step_down_delay: crate::duration::positive;
     }
 
     optional_fields! {

@@ -64,6 +64,14 @@ pub(crate) trait Policy {
     fn waits_fairly(&self) -> bool {
         false
     }
+
+    /// The priority the candidate announces, if any: then every attempt claims the group's
+    /// next free slot at that priority, from the first on (a higher priority takes the
+    /// claim over whatever its arrival), so a holder that reads the claim can step down for
+    /// it. Default: none.
+    fn priority(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// After how many hand-overs lost in a row (a release woke the candidate, and its attempt
@@ -91,8 +99,9 @@ fn fair_hold(lease_time: Duration) -> Duration {
 ///
 /// `guard` is armed while a request is in flight and while a transient failure may have
 /// granted the slot, and left armed once the slot is won: dropping it gives the slot back.
-/// A policy that [waits fairly](Policy::waits_fairly) counts the hand-overs it loses, and
-/// from [`FAIR_AFTER_LOST`] on sends each attempt with a claim to the next free slot (the
+/// A policy that [announces a priority](Policy::priority) sends every attempt with a claim at
+/// that priority. One that [waits fairly](Policy::waits_fairly) counts the hand-overs it
+/// loses, and from [`FAIR_AFTER_LOST`] on sends each attempt with a claim to the next free slot (the
 /// store answers the claim's holder with a nearest expiry within half the claim's life, so
 /// it attempts again, renewing the claim, before the claim lapses).
 ///
@@ -111,14 +120,16 @@ pub(crate) async fn stand<P: Policy>(
     let single_attempt = deadline.is_some_and(|deadline| deadline <= Instant::now());
     let mut releases: Option<GroupWatch> = None;
     let started = Instant::now();
-    let fair = policy.waits_fairly() && store.keeps_reservations();
+    let reserves = store.keeps_reservations();
+    let fair = policy.waits_fairly() && reserves;
+    let priority = policy.priority().filter(|_| reserves);
     let hold_for = fair_hold(request.lease_time);
     // Hand-overs lost in a row: refusals right after a release woke the candidate.
     let mut lost = 0u32;
     let mut woken_by_release = false;
     loop {
-        if fair && lost >= FAIR_AFTER_LOST {
-            request = request.reserving(started.elapsed(), hold_for);
+        if priority.is_some() || (fair && lost >= FAIR_AFTER_LOST) {
+            request = request.reserving_at(started.elapsed(), hold_for, priority.unwrap_or(0));
         }
         if releases.is_none() && !single_attempt {
             match store.watch_releases(request.key).await {

@@ -15,7 +15,7 @@ use super::renewal::supervise;
 use crate::election::{LeaderGroupElectionOptions, LeaderGroupState, LeaderRunResult, Lease};
 use crate::error::Error;
 use crate::observe::GroupObserver;
-use crate::store::{AcquireRequest, IntoSharedStore, LeaseStore};
+use crate::store::{AcquireRequest, ClaimInfo, IntoSharedStore, LeaseStore};
 use crate::telemetry;
 use crate::token::LeaseToken;
 
@@ -298,5 +298,23 @@ impl LeaderGroupElector {
             leaders: snapshot.leaders,
             pending: snapshot.pending,
         })
+    }
+
+    /// The candidate the group's next free slot is kept for, if one waits and announced
+    /// itself (a [priority](crate::LeadershipOptions::priority), or fair waiting after lost
+    /// hand-overs): its holder id, priority, time waited and time left. `None` over a store
+    /// that keeps no claims. One read of the store.
+    ///
+    /// ```
+    /// use leader_core::{LeaderGroupElectionOptions, LeaderGroupElector, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), leader_core::Error> {
+    /// let elector = LeaderGroupElector::new(MemoryStore::new(), LeaderGroupElectionOptions::new(1))?;
+    /// assert_eq!(elector.waiting_candidate("report").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn waiting_candidate(&self, name: &str) -> Result<Option<ClaimInfo>, Error> {
+        let key = self.settings.keys.resolve(name)?;
+        self.store.claim(&key).await
     }
 }

@@ -3,6 +3,7 @@
 
 mod events;
 mod options;
+mod preemption;
 mod registry;
 mod run;
 mod status;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::duration::within_limit;
+use crate::duration::{positive, within_limit};
 use crate::election::options::checked_max_leaders;
 use crate::error::Error;
 use crate::holder;
@@ -79,6 +79,15 @@ pub struct LeadershipOptions {
     keys: KeyOptions,
     when_uncoordinated: WhenUncoordinated,
     fair_waiting: bool,
+    priority: Option<i32>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "humantime_serde::serialize",
+            deserialize_with = "crate::serde_support::field::step_down_delay"
+        )
+    )]
+    step_down_delay: Duration,
 }
 
 crate::serde_support::validated_serde!(LeadershipOptions, LeadershipOptions::validate, embeds timing);
@@ -93,6 +102,8 @@ impl Default for LeadershipOptions {
             keys: KeyOptions::default(),
             when_uncoordinated: WhenUncoordinated::Follow,
             fair_waiting: false,
+            priority: None,
+            step_down_delay: DEFAULT_STEP_DOWN_DELAY,
         }
     }
 }
@@ -147,6 +158,49 @@ impl LeadershipOptions {
         self
     }
 
+    /// Stand with `priority` (higher wins), and lead only while no better candidate waits:
+    /// - while it waits, this instance announces itself in the group's claim on its next
+    ///   free slot, asking the store every 500 ms (half the claim's life, at most half the
+    ///   lease), so the announcement of a candidate that died lapses within a second; the
+    ///   claim goes to the best waiting candidate (the highest priority, then the earliest
+    ///   arrival), and keeps the next free slot for it;
+    /// - while it leads, it reads the group's claim twice per
+    ///   [`step_down_delay`](Self::step_down_delay) (at least once per `renew_interval`); once a
+    ///   candidate of a strictly higher priority has been waiting that long, it steps down
+    ///   as [`resign`](crate::Leadership::resign) does (the term's token is cancelled, the
+    ///   slot released once the work lets go) and stands again, and the claim keeps the
+    ///   slot for that candidate. Equal priorities never preempt one another.
+    ///
+    /// Give every candidate of a role a priority: one without stands at none, never reads the
+    /// claim, and is never asked to step down. Stores that keep no claims (see
+    /// [`LeaseStore::keeps_reservations`](crate::LeaseStore::keeps_reservations)) ignore it.
+    /// Default: none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leader_core::LeadershipOptions;
+    ///
+    /// // The instance in the region nearest the data leads whenever it is up.
+    /// let options = LeadershipOptions::new().priority(10).step_down_delay(Duration::from_secs(2));
+    /// # options.validate().unwrap();
+    /// ```
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// How long a candidate of a higher [`priority`](Self::priority) must have been seen
+    /// waiting before the leader steps down for it: the hysteresis that keeps a candidate
+    /// that comes and goes from moving the role back and forth; the leader reads the claim
+    /// twice per delay (at least once per `renew_interval`). The default, twice an
+    /// announcement's life (1 s), is never met by a candidate that died when first seen
+    /// (on etcd, whose shortest lease may be longer, by one that died at least that long
+    /// before the second read). Default: 2 s; at least 1 ms.
+    pub fn step_down_delay(mut self, delay: Duration) -> Self {
+        self.step_down_delay = delay;
+        self
+    }
+
     /// Checks every option (the key options too) as `Leadership::start` does, touching no
     /// store; the error names the first value out of range. A role's name and resolved key
     /// are checked when it starts, or for many roles at once by
@@ -178,6 +232,8 @@ impl LeadershipOptions {
         }
         let max_leaders = checked_max_leaders(self.max_leaders)?;
         let holder_id = holder::chosen_or_default(self.holder_id.as_ref())?;
+        let step_down_delay =
+            within_limit("step_down_delay", positive("step_down_delay", self.step_down_delay)?)?;
         Ok(LeadershipSettings {
             role: String::new(),
             key,
@@ -189,11 +245,16 @@ impl LeadershipOptions {
             holder_id: holder_id.into(),
             when_uncoordinated: self.when_uncoordinated,
             fair_waiting: self.fair_waiting,
+            priority: self.priority,
+            step_down_delay,
         })
     }
 }
 
 crate::timing::timing_setters!(LeadershipOptions);
+
+/// How long a better candidate waits before the leader steps down for it, by default.
+const DEFAULT_STEP_DOWN_DELAY: Duration = Duration::from_secs(2);
 
 /// Options after validation, with the role's resolved key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,6 +279,10 @@ pub(crate) struct LeadershipSettings {
     pub when_uncoordinated: WhenUncoordinated,
     /// Standbys take turns (see `fair_waiting`).
     pub fair_waiting: bool,
+    /// The priority this instance stands with, if any (see `priority`).
+    pub priority: Option<i32>,
+    /// How long a better candidate waits before the leader steps down for it.
+    pub step_down_delay: Duration,
 }
 
 impl LeadershipSettings {

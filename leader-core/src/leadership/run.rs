@@ -9,6 +9,7 @@ use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::preemption::better_candidate;
 use super::{Command, Shared, WhenUncoordinated};
 use crate::backoff::{Backoff, FIRST_PAUSE};
 use crate::duration::MAX_DURATION;
@@ -18,7 +19,7 @@ use crate::election::lease::{Lease, LossHook, LossReason};
 use crate::election::renewal::keep_renewing;
 use crate::error::Error;
 use crate::outage::OutageLog;
-use crate::store::{AcquireRequest, Grant};
+use crate::store::{AcquireRequest, ClaimInfo, Grant};
 use crate::telemetry;
 use crate::token::LeaseToken;
 
@@ -79,6 +80,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiv
     });
 }
 
+/// Why a term ended by this instance's own decision.
+enum Ended {
+    /// A resignation.
+    Command(Command),
+    /// A candidate of a higher priority waits (see `priority`).
+    Preempted(ClaimInfo),
+}
+
 /// What the loop carries from term to term.
 struct LoopState {
     term: u64,
@@ -136,7 +145,8 @@ async fn one_term(
             return Next::Stand;
         }
         () = shared.shutdown.cancelled() => None,
-        command = commands.recv() => command,
+        command = commands.recv() => command.map(Ended::Command),
+        better = better_candidate(&*shared.store, settings) => Some(Ended::Preempted(better)),
     };
     step_down(shared, LossReason::SteppedDown);
     // A release the store does not answer goes on in the background (the slot's drop); a
@@ -146,9 +156,16 @@ async fn one_term(
         *shared.stop_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
     }
     match ended {
-        Some(Command::Resign(done)) => {
+        Some(Ended::Command(Command::Resign(done))) => {
             tracing::info!(role = %settings.role, term, "resigned");
             let _ = done.send(());
+            Next::StandAfter(settings.retry_interval.min(RESIGN_GRACE))
+        }
+        Some(Ended::Preempted(better)) => {
+            tracing::info!(
+                role = %settings.role, term, candidate = %better.holder, priority = better.priority,
+                "stepped down for a candidate of a higher priority"
+            );
             Next::StandAfter(settings.retry_interval.min(RESIGN_GRACE))
         }
         None => Next::Stop,
@@ -275,6 +292,10 @@ impl candidate::Policy for Standing<'_> {
 
     fn waits_fairly(&self) -> bool {
         self.shared.settings.fair_waiting
+    }
+
+    fn priority(&self) -> Option<i32> {
+        self.shared.settings.priority
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
     ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
@@ -140,6 +140,11 @@ pub trait StoreLayer: Debug + Send + Sync {
         inner.state(key).await
     }
 
+    /// [`LeaseStore::claim`]. Default: the wrapped store's.
+    async fn claim(&self, inner: &dyn LeaseStore, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        inner.claim(key).await
+    }
+
     /// [`LeaseStore::state_many`]. Default: the wrapped store's (which does not pass through
     /// this layer's [`state`](Self::state): a layer that changes reads overrides both).
     async fn state_many(
@@ -238,6 +243,10 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
 
     async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
         (**self).state(inner, key).await
+    }
+
+    async fn claim(&self, inner: &dyn LeaseStore, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        (**self).claim(inner, key).await
     }
 
     async fn state_many(
@@ -352,6 +361,10 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         self.layer.state(&self.inner, key).await
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        self.layer.claim(&self.inner, key).await
     }
 
     async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {

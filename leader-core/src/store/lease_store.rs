@@ -12,7 +12,7 @@ use super::DisabledStore;
 #[cfg(doc)]
 use super::batch::RENEW_BATCH_LEN;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, ReleaseOutcome,
     RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
@@ -167,6 +167,17 @@ pub trait LeaseStore: Debug + Send + Sync {
     /// The group's live slots.
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error>;
 
+    /// The group's live reservation of its next free slot (see
+    /// [`AcquireRequest::reserving_at`]): the best waiting candidate that announced itself,
+    /// its priority and how long it waited, or `None`. A holder that reads it can step down
+    /// for a better candidate; tools show it (`leader state`). One read of the store.
+    ///
+    /// Default: `None`, for a store that [keeps no reservations](Self::keeps_reservations).
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        let _ = key;
+        Ok(None)
+    }
+
     /// The live slots of every group of `keys`, as [`state`](Self::state) reads each, in as
     /// few round trips as the store allows; the answers come in the order of `keys`. For a
     /// partitions node that looks for the partitions nobody keeps. The groups may be read at
@@ -269,6 +280,10 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
         (**self).state_many(keys).await
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        (**self).claim(key).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

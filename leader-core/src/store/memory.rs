@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use super::reserved::{self, Reserved};
 use super::watch::Watchers;
 use super::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, GroupWatch, LeaseStore, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotInfo, SlotRef,
+    AcquireOutcome, AcquireRequest, ClaimInfo, Grant, GroupSnapshot, GroupWatch, LeaseStore,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -387,6 +387,12 @@ impl LeaseStore for MemoryStore {
         let max_leaders = (!slots.is_empty()).then_some(group.max_leaders);
         groups.forget_if_unused(key, now);
         Ok(GroupSnapshot { max_leaders, leaders: slots, pending: Vec::new() })
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        let mut groups = self.groups();
+        let now = groups.now();
+        Ok(groups.live(key, now).and_then(|group| reserved::info(group.reserved.as_ref(), now)))
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

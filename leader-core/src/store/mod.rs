@@ -66,7 +66,9 @@ pub(crate) use lease_store::renew_each;
 #[cfg(feature = "redis")]
 pub(crate) use lease_store::state_each;
 pub use memory::MemoryStore;
-pub use outcomes::{AcquireOutcome, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo};
+pub use outcomes::{
+    AcquireOutcome, ClaimInfo, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
 pub use requests::{AcquireRequest, Reservation, Revocation, SlotRef};

@@ -104,3 +104,30 @@ pub struct SlotInfo {
     /// Time until it expires unless renewed.
     pub expires_in: Duration,
 }
+
+/// A group's live reservation of its next free slot, as [`LeaseStore::claim`] reads it: the
+/// waiting candidate the slot is kept for (the best one that announced itself: the highest
+/// priority, then the earliest arrival).
+///
+/// [`LeaseStore::claim`]: super::LeaseStore::claim
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimInfo {
+    /// The waiting candidate.
+    pub holder: String,
+    /// Its priority (higher wins; 0 when it announced none).
+    pub priority: i32,
+    /// How long it has waited, by its arrival as the store recorded it.
+    pub waited: Duration,
+    /// Time until the reservation lapses unless its candidate asks again (on etcd, an upper
+    /// bound: the time its lease was granted for).
+    pub expires_in: Duration,
+}
+
+impl ClaimInfo {
+    /// A reservation of `holder` at `priority`, waiting `waited`, lapsing in `expires_in`:
+    /// for a store written outside this crate.
+    pub fn new(holder: String, priority: i32, waited: Duration, expires_in: Duration) -> Self {
+        ClaimInfo { holder, priority, waited, expires_in }
+    }
+}

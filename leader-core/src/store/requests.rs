@@ -48,6 +48,10 @@ pub struct Reservation {
     /// How long the reservation lives after this request, unless the same token asks again
     /// first (each request from it starts this time over).
     pub hold_for: Duration,
+    /// The candidate's priority (higher wins): a request of a strictly higher priority takes
+    /// the group's reservation over whatever its arrival, and arrival orders equal
+    /// priorities. 0 for a candidate that announces none.
+    pub priority: i32,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -132,7 +136,27 @@ impl<'a> AcquireRequest<'a> {
     /// assert_eq!(request.reservation.unwrap().hold_for, Duration::from_secs(1));
     /// ```
     pub fn reserving(self, waited: Duration, hold_for: Duration) -> Self {
-        AcquireRequest { reservation: Some(Reservation { waited, hold_for }), ..self }
+        self.reserving_at(waited, hold_for, 0)
+    }
+
+    /// [`reserving`](Self::reserving), announcing `priority`: the group's reservation goes
+    /// to the request of the highest priority, then of the earliest arrival, and
+    /// [`LeaseStore::claim`] shows it, so a holder that reads it can step down for a better
+    /// candidate.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use leader_core::LeaseToken;
+    /// use leader_core::store::AcquireRequest;
+    ///
+    /// let token = LeaseToken::generate().unwrap();
+    /// let request = AcquireRequest::new("leader:report", NonZeroU32::MIN, token, "host-a", Duration::from_secs(10))
+    ///     .reserving_at(Duration::ZERO, Duration::from_secs(1), 10);
+    /// assert_eq!(request.reservation.unwrap().priority, 10);
+    /// ```
+    pub fn reserving_at(self, waited: Duration, hold_for: Duration, priority: i32) -> Self {
+        AcquireRequest { reservation: Some(Reservation { waited, hold_for, priority }), ..self }
     }
 
     /// Checks the request's times, as every store does before it asks its server:

@@ -5,16 +5,29 @@
 
 use tokio::time::Instant;
 
-use super::AcquireRequest;
+use super::{AcquireRequest, ClaimInfo};
 use crate::token::LeaseToken;
 
-/// Who the group's next free slot is kept for, since when that waiter waits, and until when
-/// the claim lives unless it asks again.
-#[derive(Debug, Clone, Copy)]
+/// Who the group's next free slot is kept for (its token, holder and priority), since when
+/// that waiter waits, and until when the claim lives unless it asks again.
+#[derive(Debug, Clone)]
 pub(super) struct Reserved {
     token: LeaseToken,
+    holder: String,
+    priority: i32,
     arrival: Instant,
     until: Instant,
+}
+
+/// The live reservation at `now`, as [`LeaseStore::claim`](super::LeaseStore::claim) shows it.
+pub(super) fn info(reserved: Option<&Reserved>, now: Instant) -> Option<ClaimInfo> {
+    let claim = reserved.filter(|claim| claim.until > now)?;
+    Some(ClaimInfo {
+        holder: claim.holder.clone(),
+        priority: claim.priority,
+        waited: now - claim.arrival,
+        expires_in: claim.until - now,
+    })
 }
 
 /// Whether `reserved` is a reservation still alive at `now`.
@@ -31,16 +44,17 @@ pub(super) fn held_back_until(
     free: usize,
     now: Instant,
 ) -> Option<Instant> {
-    if reserved.is_some_and(|claim| claim.until <= now) {
+    if reserved.as_ref().is_some_and(|claim| claim.until <= now) {
         *reserved = None;
     }
-    let claim = (*reserved)?;
+    let claim = reserved.as_ref()?;
     (free == 1 && claim.token != token).then_some(claim.until)
 }
 
 /// A `request` that claims the next free slot takes the group's reservation, unless a live
-/// one arrived no later; its own reservation lives on from now. (Made before the slots are
-/// counted: a granted request's claim then ends with [`granted`].)
+/// one of a higher priority, or of the same priority and an arrival no later, holds it; its
+/// own reservation lives on from now. (Made before the slots are counted: a granted
+/// request's claim then ends with [`granted`].)
 pub(super) fn claim(reserved: &mut Option<Reserved>, request: &AcquireRequest<'_>, now: Instant) {
     let Some(asked) = request.reservation else { return };
     let arrival = now.checked_sub(asked.waited).unwrap_or(now);
@@ -48,16 +62,28 @@ pub(super) fn claim(reserved: &mut Option<Reserved>, request: &AcquireRequest<'_
     match reserved {
         Some(claim) if claim.until > now && claim.token == request.token => {
             claim.arrival = claim.arrival.min(arrival);
+            claim.priority = asked.priority;
             claim.until = until;
         }
-        Some(claim) if claim.until > now && claim.arrival <= arrival => {}
-        _ => *reserved = Some(Reserved { token: request.token, arrival, until }),
+        Some(claim)
+            if claim.until > now
+                && (claim.priority, std::cmp::Reverse(claim.arrival))
+                    >= (asked.priority, std::cmp::Reverse(arrival)) => {}
+        _ => {
+            *reserved = Some(Reserved {
+                token: request.token,
+                holder: request.holder.to_owned(),
+                priority: asked.priority,
+                arrival,
+                until,
+            });
+        }
     }
 }
 
 /// A slot was granted to `token`: its reservation, if it had one, is done.
 pub(super) fn granted(reserved: &mut Option<Reserved>, token: LeaseToken) {
-    if reserved.is_some_and(|claim| claim.token == token) {
+    if reserved.as_ref().is_some_and(|claim| claim.token == token) {
         *reserved = None;
     }
 }

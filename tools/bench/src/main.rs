@@ -20,6 +20,7 @@
 //! cargo run -p leader-bench --release -- --partitions-moves  # moves per join, leave, rolling restart
 //! cargo run -p leader-bench --release -- --partitions-rebalance  # only the rebalancing after a join
 //! cargo run -p leader-bench --release -- --fairness  # wins and losses in a row of 20 waiters, every store
+//! cargo run -p leader-bench --release -- --priorities  # hand-over to a better candidate, what announcing costs
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
@@ -38,6 +39,7 @@ mod partitions_etcd;
 mod partitions_moves;
 mod partitions_takeover;
 mod postgres;
+mod priorities;
 mod server;
 mod stats;
 mod workloads;
@@ -124,6 +126,7 @@ async fn main() {
         match arg.as_str() {
             "--partitions-takeover" => return partitions_takeover::run(say).await,
             "--fairness" => return fairness::run(say).await,
+            "--priorities" => return priorities::run(say).await,
             "--partitions-moves" => return partitions_moves::run(say).await,
             "--partitions-etcd" => return partitions_etcd::run(say).await,
             _ => {}

@@ -42,8 +42,9 @@ pub struct Timing {
 pub enum Kind {
     /// Per-call terms: through a guard (`acquire`) or a closure (`run_if_leader`).
     PerCall { guard: bool, auto_extend: bool, min_lease: bool },
-    /// A `Leadership` role.
-    Role,
+    /// A `Leadership` role, standing with a priority or none (then it steps down, after
+    /// half a lease, for a better candidate that keeps waiting).
+    Role { priority: Option<i32> },
     /// A `Partitions` node.
     Node,
     /// A `GroupObserver` of the group.
@@ -81,12 +82,15 @@ impl Running {
                 let elector = elector(store, &holder, timing, auto_extend, min_lease);
                 tokio::spawn(per_call(world, name, elector, guard, timing, stop.clone()))
             }
-            Kind::Role => {
-                let options = LeadershipOptions::new()
+            Kind::Role { priority } => {
+                let mut options = LeadershipOptions::new()
                     .max_leaders(timing.max_leaders)
                     .lease_time(timing.lease)
                     .retry_interval(timing.lease / 2)
                     .holder_id(holder);
+                if let Some(priority) = priority {
+                    options = options.priority(priority).step_down_delay(timing.lease / 2);
+                }
                 tokio::spawn(role(world, name, store, options, stop.clone(), Arc::clone(&resign)))
             }
             Kind::Node => {

@@ -17,8 +17,8 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use leader::store::author::{GroupSignal, GroupWatch, HeldSlot, StoreLayer};
 use leader::store::{
-    AcquireOutcome, AcquireRequest, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, Revocation,
-    SlotRef,
+    AcquireOutcome, AcquireRequest, ClaimInfo, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome,
+    Revocation, SlotRef,
 };
 use leader::{Error, LeaseStore, LeaseToken, SlotInfo};
 use tokio_util::sync::CancellationToken;
@@ -196,7 +196,7 @@ impl StoreLayer for FaultLayer {
             request.session = None;
             if let Some(claim) = claim {
                 // A fair waiter's claim on the next free slot, as the store would see it.
-                request = request.reserving(claim.waited, claim.hold_for);
+                request = request.reserving_at(claim.waited, claim.hold_for, claim.priority);
                 world.log(&who, format_args!("acquire {key} claims the next free slot"));
             }
             let mut outcome = world.store.acquire(request).await;
@@ -367,6 +367,25 @@ impl StoreLayer for FaultLayer {
             })
         });
         self.call("state", false, apply).await
+    }
+
+    async fn claim(&self, _inner: &dyn LeaseStore, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        let (world, who) = (Arc::clone(&self.world), self.who.clone());
+        let key = key.to_owned();
+        let apply = Box::pin(async move {
+            let claim = world.store.claim(&key).await;
+            if let Ok(Some(claim)) = &claim {
+                let (holder, priority) = (&claim.holder, claim.priority);
+                world.log(&who, format_args!("claim {key} -> {holder} at priority {priority}"));
+            }
+            claim.map(|claim| {
+                claim.map(|mut claim| {
+                    claim.expires_in = world.as_seen(claim.expires_in);
+                    claim
+                })
+            })
+        });
+        self.call("claim", false, apply).await
     }
 
     /// One call, faulted as one: each group read in turn, as a store's batch would (the

@@ -81,7 +81,8 @@ impl Plan {
             candidates.push((kind, format!("call{index}")));
         }
         for index in 1..=rng.between(1, 3) {
-            candidates.push((Kind::Role, format!("role{index}")));
+            let priority = rng.chance(400).then(|| rng.between(0, 2) as i32);
+            candidates.push((Kind::Role { priority }, format!("role{index}")));
         }
         for index in 1..=rng.between(1, 3) {
             candidates.push((Kind::Node, format!("node{index}")));
@@ -262,7 +263,9 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     if recovered_after.is_none() {
         let bound = plan.recovery_bound();
         world.oracle().violate(format!(
-            "the group or a partition was not led again within {bound:?} of the faults' end"
+            "the group (by its best role, where one has the highest priority) or a partition was \
+             not led again within {bound:?} of the faults' end (two leases more where a best \
+             role must lead)"
         ));
     }
 
@@ -307,6 +310,27 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     Outcome { seed, mutant, violations, trace: world.trace(), recovered_after, checks }
 }
 
+/// The running role that must lead after the faults: with one slot, every running role of a
+/// priority, and one of them of a priority above 0 and above every other's.
+fn best_role(plan: &Plan, seats: &[Seat]) -> Option<String> {
+    if plan.timing.max_leaders != 1 {
+        return None;
+    }
+    let mut roles = Vec::new();
+    for seat in seats {
+        if let (Kind::Role { priority }, Some(running)) = (seat.kind, &seat.running) {
+            roles.push((priority?, running.who.clone()));
+        }
+    }
+    roles.sort_by_key(|(priority, _)| std::cmp::Reverse(*priority));
+    match roles.as_slice() {
+        [(best, who), rest @ ..] if *best > 0 && rest.iter().all(|(other, _)| other < best) => {
+            Some(who.clone())
+        }
+        _ => None,
+    }
+}
+
 /// Waits, within the plan's bound, until every partition is owned by a running node, each
 /// node owning its share (floor or ceiling of M/N), and the group has as many believers
 /// among running candidates as it has slots or running roles; how long that took.
@@ -319,11 +343,17 @@ async fn recover(world: &World, plan: &Plan, seats: &[Seat]) -> Option<Duration>
             .filter_map(|seat| seat.running.as_ref().map(|running| running.who.clone()))
             .collect()
     };
-    let roles = running(&|kind| kind == Kind::Role).len() as u32;
-    let candidates = running(&|kind| matches!(kind, Kind::Role | Kind::PerCall { .. }));
+    let roles = running(&|kind| matches!(kind, Kind::Role { .. })).len() as u32;
+    let candidates = running(&|kind| matches!(kind, Kind::Role { .. } | Kind::PerCall { .. }));
     let nodes = running(&|kind| kind == Kind::Node);
     let wanted = plan.timing.max_leaders.min(roles) as usize;
-    while began.elapsed() <= plan.recovery_bound() {
+    // With one slot and every running role of a priority, one role of the highest priority
+    // (above the per-call candidates' 0) must lead once it has waited out the leader's
+    // step-down delay (half a lease, read twice per delay) and the claim's life.
+    let best = best_role(plan, seats);
+    let bound =
+        plan.recovery_bound() + if best.is_some() { 2 * plan.timing.lease } else { Duration::ZERO };
+    while began.elapsed() <= bound {
         let led = {
             let mut oracle = world.oracle();
             let group = oracle.believed_by(&format!("leader:{GROUP}"), &candidates);
@@ -343,7 +373,10 @@ async fn recover(world: &World, plan: &Plan, seats: &[Seat]) -> Option<Duration>
                     .count() as u32;
                 (low..=high).contains(&mine)
             });
-            group >= wanted && owned && balanced
+            let best_leads = best.as_ref().is_none_or(|who| {
+                oracle.believed_by(&format!("leader:{GROUP}"), std::slice::from_ref(who)) > 0
+            });
+            group >= wanted && owned && balanced && best_leads
         };
         if led {
             world.log("sim", format_args!("led again after {:?}", began.elapsed()));

@@ -26,6 +26,7 @@
 mod grants;
 mod guards;
 mod observers;
+mod priorities;
 mod releases;
 mod reservations;
 mod watches;
@@ -59,6 +60,10 @@ pub use self::guards::{
 pub use self::observers::{
     a_batch_read_answers_each_group_as_a_read_would, an_observer_of_an_idle_group_reads_nothing,
     an_observer_sees_grants_releases_and_expiries, state_reports_live_slots,
+};
+pub use self::priorities::{
+    a_higher_priority_takes_the_reservation_and_the_claim_names_it,
+    a_leader_steps_down_only_for_a_strictly_higher_priority,
 };
 pub use self::releases::{
     a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
@@ -130,6 +135,8 @@ macro_rules! with_every_rule {
             expiry_frees_a_slot,
             a_reservation_keeps_the_last_free_slot_for_the_earliest_waiter,
             a_reservation_lapses_and_never_holds_back_a_second_free_slot,
+            a_higher_priority_takes_the_reservation_and_the_claim_names_it,
+            a_leader_steps_down_only_for_a_strictly_higher_priority,
             release_wakes_watchers,
             shortening_renewal_wakes_watchers,
             state_reports_live_slots,

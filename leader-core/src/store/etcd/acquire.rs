@@ -205,7 +205,7 @@ impl EtcdStore {
                     // waiters sooner): never sooner, whatever hold its value says.
                     (ClaimStep::HeldBack { hold }, _) => secs(self.claim_ttl(hold)),
                     (ClaimStep::Holds { write }, Some(reservation)) => {
-                        if !self.hold_claim(&bound, keys, &group, write).await? {
+                        if !self.hold_claim(&bound, keys, &group, write, request.holder).await? {
                             group = self.read(&bound, keys).await?;
                             continue;
                         }

@@ -1,7 +1,8 @@
 //! A group's claim on its next free slot (fair waiting: see
 //! [`LeaseStore::keeps_reservations`](crate::LeaseStore::keeps_reservations)), on etcd.
 //!
-//! The claim is the group's `{prefix}{key} last claim` key: `{token} {arrival µs} {hold ms}`,
+//! The claim is the group's `{prefix}{key} last claim` key: `{token} {arrival µs} {hold ms}
+//! {priority} {holder}` (the highest priority, then the earliest arrival, holds it),
 //! bound to a lease of its own that only its holder's requests keep alive, so a claim whose
 //! holder stopped asking is deleted by etcd within its hold (rounded up to whole seconds,
 //! and at least the cluster's minimum TTL). Arrival is the requesting client's clock minus
@@ -20,8 +21,8 @@ use super::EtcdStore;
 use super::group::Group;
 use super::layout::GroupKeys;
 use crate::error::Error;
-use crate::store::AcquireRequest;
 use crate::store::bound::Bound;
+use crate::store::{AcquireRequest, ClaimInfo};
 use crate::token::LeaseToken;
 
 /// The group's claim key as a read found it.
@@ -35,6 +36,8 @@ pub(crate) struct ClaimKey {
     /// (which would never lapse): such a key holds nothing back, and the next claim
     /// replaces it.
     pub claim: Option<Claim>,
+    /// Who holds the claim, for [`LeaseStore::claim`](crate::LeaseStore::claim).
+    pub holder: String,
 }
 
 /// A live claim.
@@ -45,31 +48,41 @@ pub(crate) struct Claim {
     pub arrival_us: u64,
     /// How long it lives after its holder's last request.
     pub hold: Duration,
+    /// Its priority: a higher one takes the claim over whatever its arrival.
+    pub priority: i32,
 }
 
 impl ClaimKey {
     /// The claim key `kv`.
     pub(crate) fn read(kv: &KeyValue) -> ClaimKey {
-        let claim = (|| {
+        let read = (|| {
             let value = std::str::from_utf8(kv.value()).ok()?;
-            let mut fields = value.split(' ');
+            let mut fields = value.splitn(5, ' ');
             let token = fields.next()?.parse().ok()?;
             let arrival_us = fields.next()?.parse().ok()?;
             let hold_ms: u64 = fields.next()?.parse().ok().filter(|ms| *ms > 0)?;
             let hold = Duration::from_millis(hold_ms).min(super::leases::secs(super::MAX_TTL_SECS));
-            (fields.next().is_none() && kv.lease() != 0).then_some(Claim {
-                token,
-                arrival_us,
-                hold,
-            })
+            let priority = fields.next()?.parse().ok()?;
+            let holder = fields.next()?.to_owned();
+            (kv.lease() != 0).then_some((Claim { token, arrival_us, hold, priority }, holder))
         })();
-        ClaimKey { mod_revision: kv.mod_revision(), lease: kv.lease(), claim }
+        let (claim, holder) = read.unzip();
+        let holder = holder.unwrap_or_default();
+        ClaimKey { mod_revision: kv.mod_revision(), lease: kv.lease(), claim, holder }
     }
 }
 
 impl Claim {
-    fn encode(&self) -> String {
-        format!("{} {} {}", self.token, self.arrival_us, self.hold.as_millis().max(1))
+    fn encode(&self, holder: &str) -> String {
+        let hold_ms = self.hold.as_millis().max(1);
+        format!("{} {} {hold_ms} {} {holder}", self.token, self.arrival_us, self.priority)
+    }
+
+    /// Whether this claim goes before `other`: a higher priority, or the same and an
+    /// earlier arrival.
+    fn before(&self, other: &Claim) -> bool {
+        (self.priority, std::cmp::Reverse(self.arrival_us))
+            > (other.priority, std::cmp::Reverse(other.arrival_us))
     }
 }
 
@@ -104,13 +117,12 @@ pub(crate) fn step(
             token: request.token,
             arrival_us: u64::try_from(now_us.saturating_sub(waited_us)).unwrap_or(u64::MAX),
             hold: reservation.hold_for,
+            priority: reservation.priority,
         }
     });
     match (held, asked) {
         (Some(held), Some(asked)) if held.token == asked.token => Holds { write: None },
-        (Some(held), Some(asked)) if asked.arrival_us < held.arrival_us => {
-            Holds { write: Some(asked) }
-        }
+        (Some(held), Some(asked)) if asked.before(&held) => Holds { write: Some(asked) },
         (None, Some(asked)) => Holds { write: Some(asked) },
         (Some(held), _) if held.token == request.token => Holds { write: None },
         (Some(held), _) if (max as usize).saturating_sub(group.slots.len()) <= 1 => {
@@ -129,15 +141,16 @@ impl EtcdStore {
         i64::try_from(secs).unwrap_or(i64::MAX).clamp(self.min_ttl().max(1), super::MAX_TTL_SECS)
     }
 
-    /// Writes `claim` as the group's claim if the claim key is still as `group` read it, on a
-    /// lease of its hold; whether it was written (otherwise the group changed: read it
-    /// again).
+    /// Writes `claim` of `holder` as the group's claim if the claim key is still as `group`
+    /// read it, on a lease of its hold; whether it was written (otherwise the group changed:
+    /// read it again).
     pub(crate) async fn write_claim(
         &self,
         bound: &Bound,
         keys: &GroupKeys,
         group: &Group,
         claim: Claim,
+        holder: &str,
     ) -> Result<bool, Error> {
         let ttl = self.claim_ttl(claim.hold);
         // A lease this store kept from a released slot if it has one (one Raft write less).
@@ -149,7 +162,7 @@ impl EtcdStore {
         let on_lease = PutOptions::new().with_lease(lease.id);
         let txn = Txn::new().when([unchanged]).and_then([TxnOp::put(
             keys.claim(),
-            claim.encode(),
+            claim.encode(holder),
             Some(on_lease),
         )]);
         let written = self.txn(bound, txn).await?.succeeded();
@@ -159,19 +172,20 @@ impl EtcdStore {
         Ok(written)
     }
 
-    /// Makes the group's claim the request's, in a full group: `write` it (a claim of its
-    /// own, or one taken over), or keep the claim it holds alive for another hold (written
-    /// again if it lapsed meanwhile). Whether the claim is the request's now; otherwise the
-    /// group changed: read it again.
+    /// Makes the group's claim the request's (of `holder`), in a full group: `write` it (a
+    /// claim of its own, or one taken over), or keep the claim it holds alive for another
+    /// hold (written again if it lapsed meanwhile). Whether the claim is the request's now;
+    /// otherwise the group changed: read it again.
     pub(crate) async fn hold_claim(
         &self,
         bound: &Bound,
         keys: &GroupKeys,
         group: &Group,
         write: Option<Claim>,
+        holder: &str,
     ) -> Result<bool, Error> {
         if let Some(claim) = write {
-            return self.write_claim(bound, keys, group, claim).await;
+            return self.write_claim(bound, keys, group, claim, holder).await;
         }
         let Some(key) = &group.claim else { return Ok(false) };
         let Some(claim) = key.claim else { return Ok(false) };
@@ -179,7 +193,31 @@ impl EtcdStore {
         if self.keep_alive(bound, key.lease, ttl).await? {
             return Ok(true);
         }
-        self.write_claim(bound, keys, group, claim).await
+        self.write_claim(bound, keys, group, claim, holder).await
+    }
+
+    /// [`LeaseStore::claim`](crate::LeaseStore::claim): the claim key of `key`, read alone.
+    /// Its time left is the claim's TTL (its lease's time to live is not asked).
+    pub(crate) async fn claim_of(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        let keys = self.keys(key)?;
+        let bound = self.bound("claim");
+        let name = keys.claim();
+        let read = self.inner.members.call(&bound, |client| {
+            let name = name.clone();
+            async move { client.kv_client().get(name, None).await }
+        });
+        let reply = read.await?;
+        let Some(key) = reply.kvs().first().map(ClaimKey::read) else { return Ok(None) };
+        let Some(claim) = key.claim else { return Ok(None) };
+        let now_us = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
+        let waited_us = u64::try_from(now_us).unwrap_or(u64::MAX).saturating_sub(claim.arrival_us);
+        let expires_in = super::leases::secs(self.claim_ttl(claim.hold));
+        Ok(Some(ClaimInfo::new(
+            key.holder,
+            claim.priority,
+            Duration::from_micros(waited_us),
+            expires_in,
+        )))
     }
 }
 
@@ -200,7 +238,12 @@ mod tests {
     }
 
     fn group_claimed_by(claim: Option<Claim>, slots: usize) -> Group {
-        let claim = claim.map(|claim| ClaimKey { mod_revision: 3, lease: 9, claim: Some(claim) });
+        let claim = claim.map(|claim| ClaimKey {
+            mod_revision: 3,
+            lease: 9,
+            claim: Some(claim),
+            holder: "h".to_owned(),
+        });
         let mut group = Group { claim, ..Group::default() };
         for index in 0..slots {
             group.slots.push(super::super::layout::Slot {
@@ -224,7 +267,7 @@ mod tests {
     fn the_earliest_arrival_holds_the_claim_and_the_last_free_slot() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         let hold = Duration::from_secs(1);
-        let holder = Claim { token: token(), arrival_us: 990_000_000, hold };
+        let holder = Claim { token: token(), arrival_us: 990_000_000, hold, priority: 0 };
         let max = NonZeroU32::new(3).unwrap();
         let (early, late, other) = (token(), token(), token());
         let ask = |token, waited| {

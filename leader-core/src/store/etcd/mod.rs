@@ -103,7 +103,7 @@ use self::sessions::Sessions;
 use self::slots::KnownSlots;
 use super::bound::Bound;
 use super::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
     ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
@@ -390,6 +390,10 @@ impl LeaseStore for EtcdStore {
 
     async fn state(&self, key: &str) -> Result<GroupSnapshot, Error> {
         crate::store::located(&self.inner.endpoint, self.state_of(key)).await
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        crate::store::located(&self.inner.endpoint, self.claim_of(key)).await
     }
 
     /// The groups' ranges in one read-only transaction per [`RENEW_BATCH_LEN`] groups, then

@@ -29,14 +29,16 @@ impl PostgresStore {
         let (key, token, holder) =
             (request.key.to_owned(), request.token.to_string(), request.holder.to_owned());
         let lease = millis(request.lease_time);
-        let claim = request.reservation.map(|claim| (millis(claim.waited), millis(claim.hold_for)));
+        let claim = request
+            .reservation
+            .map(|claim| (millis(claim.waited), millis(claim.hold_for), claim.priority));
         let statement = tokio::spawn(async move {
             let names = &store.inner.names;
             let mut params: Vec<&(dyn ToSql + Sync)> = vec![&key, &token, &holder, &lease, &max];
             let sql = match &claim {
                 None => &names.acquire_sql,
-                Some((waited, hold)) => {
-                    params.extend([waited as &(dyn ToSql + Sync), hold]);
+                Some((waited, hold, priority)) => {
+                    params.extend([waited as &(dyn ToSql + Sync), hold, priority]);
                     &names.acquire_claiming_sql
                 }
             };

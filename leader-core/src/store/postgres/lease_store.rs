@@ -14,7 +14,7 @@ use super::{PostgresStore, error_class};
 use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
     RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::token::LeaseToken;
@@ -251,6 +251,26 @@ impl LeaseStore for PostgresStore {
                 add_slot("state", row, &mut snapshot)?;
             }
             Ok(snapshot)
+        })
+        .await
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.claim_info_sql;
+            let params: [&(dyn ToSql + Sync); 1] = [&key];
+            let rows = self.query(Call::read("claim", sql), &params).await?;
+            let Some(row) = rows.first() else { return Ok(None) };
+            let ms = |column: &str| {
+                let ms = row.try_get::<_, i64>(column).map_err(|e| decode("claim", e))?;
+                Ok::<_, Error>(between(0, ms.saturating_mul(1000)))
+            };
+            Ok(Some(ClaimInfo::new(
+                row.try_get("holder").map_err(|e| decode("claim", e))?,
+                row.try_get("priority").map_err(|e| decode("claim", e))?,
+                ms("waited_ms")?,
+                ms("expires_in_ms")?,
+            )))
         })
         .await
     }

@@ -29,7 +29,7 @@ const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 /// its functions) and refuses one of a newer version. Bump it when the schema text
 /// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
 /// both are done).
-const SCHEMA_VERSION: &str = "leader-core schema 9";
+const SCHEMA_VERSION: &str = "leader-core schema 10";
 
 /// What precedes the number in a schema version.
 const VERSION_PREFIX: &str = "leader-core schema ";
@@ -45,6 +45,7 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 7", 12987311710983472742),
     ("leader-core schema 8", 14595019790220804352),
     ("leader-core schema 9", 13912712618655967851),
+    ("leader-core schema 10", 11640039994084084069),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as
@@ -69,6 +70,8 @@ const SHAPE: [(&str, &[(&str, &str)]); 3] = [
             ("token", "uuid"),
             ("arrived_at", "timestamp with time zone"),
             ("held_until", "timestamp with time zone"),
+            ("priority", "integer"),
+            ("holder", "text"),
         ],
     ),
 ];

@@ -2,46 +2,30 @@
 -- a group its marker says is full) and the prelude.
 local now, clock = server_time()
 
--- The longest a claim may be held (2^47 ms, the store's duration range): a "reserved" field
--- claimed longer than that from now was not written by this store, and counts as none
--- (its end would overflow the reply).
-local CLAIM_RANGE = 140737488355328
-
--- The group's claim on its next free slot ("reserved"), if it is live at `now`: until when,
--- for which token, and since when that waiter waits. Anything else there is no claim.
-local function claim_of(value, now)
-  if not value then
-    return nil
-  end
-  local until_ms, arrival, owner = string.match(value, '^(%d+):(%-?%d+):(.*)$')
-  until_ms, arrival = tonumber(until_ms), tonumber(arrival)
-  if not until_ms or not arrival or until_ms <= now or until_ms > now + CLAIM_RANGE then
-    return nil
-  end
-  return until_ms, owner, arrival
-end
-
--- A request that claims the next free slot (ARGV[7], "waited_ms:hold_ms") takes the group's
--- claim, unless a live one arrived no later; its own claim lives on from now. Made before
+-- A request that claims the next free slot (ARGV[7], "waited_ms:hold_ms:priority") takes
+-- the group's claim, unless a live one of a higher priority, or of the same priority and an
+-- arrival no later, holds it; its own claim lives on from now. Made before
 -- the free slots are counted, so a waiter that takes the claim over takes the slot it was
 -- kept for. Answers the live claim after it: until when, for which token, and the
 -- request's own hold (nil when it made no claim). A server out of memory refuses the write
 -- (pcall): the claim stays as it was.
 local function claim_next_slot(value, now)
-  local until_ms, owner, owner_arrival = claim_of(value, now)
-  local waited, hold = string.match(ARGV[7], '^(%d+):(%d+)$')
+  local until_ms, owner, owner_arrival, owner_priority = claim_of(value, now)
+  local waited, hold, priority = string.match(ARGV[7], '^(%d+):(%d+):(%-?%d+)$')
   if not waited then
     return until_ms, owner, nil
   end
   local arrival = now - tonumber(waited)
+  priority = tonumber(priority)
   if until_ms and owner == token then
     arrival = math.min(arrival, owner_arrival)
-  elseif until_ms and owner_arrival <= arrival then
+  elseif until_ms and (owner_priority > priority
+      or (owner_priority == priority and owner_arrival <= arrival)) then
     return until_ms, owner, tonumber(hold)
   end
   local claimed = now + tonumber(hold)
   local written = redis.pcall('HSET', group, 'reserved',
-    string.format('%d:%d:%s', claimed, arrival, token))
+    string.format('%d:%d:%d:%s:%s', claimed, arrival, priority, token, ARGV[2]))
   if type(written) == 'table' and written.err then
     return until_ms, owner, tonumber(hold)
   end

@@ -9,14 +9,14 @@ use async_trait::async_trait;
 use super::connection::ToRedisArgsDyn;
 use super::failures::unavailable;
 use super::scripts::{
-    ACQUIRE, GroupKeys, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE, STATE,
+    ACQUIRE, CLAIM, GroupKeys, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE, STATE,
     STATE_MANY, TokenArg,
 };
 use super::{RedisStore, observed, reply};
 use crate::duration::ceil_millis as millis;
 use crate::error::Error;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
     RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::token::LeaseToken;
@@ -102,7 +102,7 @@ impl LeaseStore for RedisStore {
             let keys = GroupKeys::new(request.key)?;
             let lease = millis(request.lease_time);
             let claim = request.reservation.map_or_else(String::new, |claim| {
-                format!("{}:{}", millis(claim.waited), millis(claim.hold_for))
+                format!("{}:{}:{}", millis(claim.waited), millis(claim.hold_for), claim.priority)
             });
             let (reply, acknowledged) = self
                 .call_then_wait(
@@ -261,6 +261,15 @@ impl LeaseStore for RedisStore {
             let keys = GroupKeys::new(key)?;
             let reply = self.call("state", key, &STATE, &[&keys.group()], &[]).await?;
             reply::state(reply)
+        })
+        .await
+    }
+
+    async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let reply = self.call("claim", key, &CLAIM, &[&keys.group()], &[]).await?;
+            reply::claim(reply)
         })
         .await
     }

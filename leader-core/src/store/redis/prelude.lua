@@ -4,9 +4,10 @@
 --   token -> "expires_ms:fence:acquired_ms:holder" for each slot,
 --   "max" -> max_leaders, "fence" -> the last fence handed out,
 --   "waiting" -> "1" while a refused candidate may be waiting for a slot,
---   "reserved" -> "until_ms:arrival_ms:token" while the group's next free slot is kept for
---   a waiter (fair waiting): the earliest arrival among the refused requests that claimed
---   it, until `hold_ms` after its latest claim; a grant to that token ends it,
+--   "reserved" -> "until_ms:arrival_ms:priority:token:holder" while the group's next free
+--   slot is kept for a waiter (fair waiting, priorities): the highest priority, then the
+--   earliest arrival, among the refused requests that claimed it, until `hold_ms` after its
+--   latest claim; a grant to that token ends it,
 --   "watched" -> until when (server ms) a tool or observer watches the group change (the
 --   latest of the "watcher:<id>" fields, one per watching store and kind of watcher,
 --   which the watch script keeps and a grant deletes once lapsed).
@@ -159,4 +160,26 @@ local function group_state(key, now)
     end
   end
   return reply
+end
+
+-- The longest a claim may be held (2^47 ms, the store's duration range): a "reserved" field
+-- claimed longer than that from now was not written by this store, and counts as none
+-- (its end would overflow the reply).
+local CLAIM_RANGE = 140737488355328
+
+-- The group's claim on its next free slot ("reserved"), if it is live at `now`: until when,
+-- for which token, since when that waiter waits, its priority and its holder. Anything else
+-- there is no claim.
+local function claim_of(value, now)
+  if not value then
+    return nil
+  end
+  local until_ms, arrival, priority, owner, holder =
+    string.match(value, '^(%d+):(%-?%d+):(%-?%d+):(%x+):(.*)$')
+  until_ms, arrival, priority = tonumber(until_ms), tonumber(arrival), tonumber(priority)
+  if not until_ms or not arrival or not priority or until_ms <= now
+      or until_ms > now + CLAIM_RANGE then
+    return nil
+  end
+  return until_ms, owner, arrival, priority, holder
 end

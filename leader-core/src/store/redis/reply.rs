@@ -7,7 +7,8 @@ use redis::Value;
 use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, ReleaseOutcome, RenewOutcome,
+    SlotInfo,
 };
 
 fn malformed(operation: &'static str, reply: &Value) -> Error {
@@ -171,4 +172,19 @@ pub(super) fn state_many(reply: Value, count: usize) -> Result<Vec<GroupSnapshot
         Value::Array(groups) if groups.len() == count => groups.into_iter().map(state).collect(),
         reply => Err(malformed("state_many", &reply)),
     }
+}
+
+pub(super) fn claim(reply: Value) -> Result<Option<ClaimInfo>, Error> {
+    let Value::Array(items) = &reply else { return Err(malformed("claim", &reply)) };
+    let [expires_in, waited, priority, Value::BulkString(holder)] = items.as_slice() else {
+        return if items.is_empty() { Ok(None) } else { Err(malformed("claim", &reply)) };
+    };
+    let (Some(expires_in), Some(waited), Some(priority)) =
+        (int(expires_in), int(waited), int(priority))
+    else {
+        return Err(malformed("claim", &reply));
+    };
+    let priority = i32::try_from(priority).map_err(|_| malformed("claim", &reply))?;
+    let holder = String::from_utf8_lossy(holder).into_owned();
+    Ok(Some(ClaimInfo { holder, priority, waited: span(waited), expires_in: span(expires_in) }))
 }

@@ -130,7 +130,8 @@ pub(crate) struct Names {
     pub channel: String,
     pub acquire_sql: String,
     /// The acquire statement of a request that claims the group's next free slot: on a
-    /// refusal it calls the claim function, with `$6` (ms waited) and `$7` (ms to hold).
+    /// refusal it calls the claim function, with `$6` (ms waited), `$7` (ms to hold) and
+    /// `$8` (the priority).
     pub acquire_claiming_sql: String,
     pub renew_sql: String,
     /// Renews the slots of keys `$1` under tokens `$2` (arrays, in the same order), each to
@@ -140,6 +141,8 @@ pub(crate) struct Names {
     pub revoke_sql: String,
     pub state_sql: String,
     pub state_many_sql: String,
+    /// The group `$1`'s live claim (a row, or none).
+    pub claim_info_sql: String,
     pub list_sql: String,
     /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
     pub announce_sql: String,
@@ -182,7 +185,7 @@ impl Names {
             acquire_claiming_sql: format!(
                 "SELECT CASE WHEN attempt.a[1] = 0 \
                  THEN {}($1::text, $2::text, $3::text, $4::bigint, $5::integer, \
-                 $6::bigint, $7::bigint, attempt.a) \
+                 $6::bigint, $7::bigint, $8::integer, attempt.a) \
                  ELSE attempt.a END FROM (\n{acquire_sql}\n) AS attempt(a)",
                 qualified("claim")
             ),
@@ -196,6 +199,7 @@ impl Names {
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             revoke_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("revoke")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
+            claim_info_sql: format!("SELECT * FROM {}($1)", qualified("claim_info")),
             state_many_sql: format!(
                 "SELECT u.n, r.* FROM unnest($1::text[]) WITH ORDINALITY AS u(key, n) \
                  CROSS JOIN LATERAL {}(u.key) AS r ORDER BY u.n, r.fence",

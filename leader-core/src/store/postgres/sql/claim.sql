@@ -1,7 +1,8 @@
 -- claim: a refused acquire's claim on the group's next free slot (fair waiting), made by
 -- the statement of an acquire that asks for one (schema/names.rs: the acquire statement,
--- then this on a refusal). The claim goes to this token unless a live one arrived no later
--- (a claim by the same token keeps its earliest arrival); it lives `p_hold_ms` from now.
+-- then this on a refusal). The claim goes to this token unless a live one of a higher
+-- priority, or of the same priority and an arrival no later, holds it (a claim by the same
+-- token keeps its earliest arrival); it lives `p_hold_ms` from now.
 -- Answers `p_answer`, the acquire's, unless this claim took over one that held back a free
 -- slot: then it asks grant again, for the slot the claim now keeps for this token. The
 -- claim's holder is told a nearest expiry within half the claim's life, so it asks again
@@ -12,7 +13,7 @@
 -- none, and this claim replaces it.
 CREATE OR REPLACE FUNCTION __S__.__P__claim(
   p_key text, p_token text, p_holder text, p_lease_ms bigint, p_max integer,
-  p_waited_ms bigint, p_hold_ms bigint, p_answer bigint[])
+  p_waited_ms bigint, p_hold_ms bigint, p_priority integer, p_answer bigint[])
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -20,8 +21,9 @@ DECLARE
   v_by uuid;
   v_arrived timestamptz;
   v_until timestamptz;
+  v_priority integer;
 BEGIN
-  SELECT r.token, r.arrived_at, r.held_until INTO v_by, v_arrived, v_until
+  SELECT r.token, r.arrived_at, r.held_until, r.priority INTO v_by, v_arrived, v_until, v_priority
     FROM __S__.__P__reservations AS r
     WHERE r.key = p_key AND r.held_until <= v_now + interval '140737488355 seconds';
   IF v_until > v_now AND v_by = p_token::uuid
@@ -29,22 +31,26 @@ BEGIN
     RETURN __S__.__P__sooner(p_answer, p_hold_ms);
   END IF;
   IF v_until > v_now AND v_by <> p_token::uuid
-     AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond' THEN
+     AND (v_priority > p_priority OR (v_priority = p_priority
+          AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond')) THEN
     RETURN p_answer;
   END IF;
   PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
   v_now := clock_timestamp();
-  INSERT INTO __S__.__P__reservations AS r (key, token, arrived_at, held_until)
+  INSERT INTO __S__.__P__reservations AS r (key, token, arrived_at, held_until, priority, holder)
     VALUES (p_key, p_token::uuid, v_now - p_waited_ms * interval '1 millisecond',
-            v_now + p_hold_ms * interval '1 millisecond')
+            v_now + p_hold_ms * interval '1 millisecond', p_priority, p_holder)
   ON CONFLICT (key) DO UPDATE
     SET token = excluded.token,
         arrived_at = CASE WHEN r.token = excluded.token AND r.held_until > v_now
                           THEN least(r.arrived_at, excluded.arrived_at)
                           ELSE excluded.arrived_at END,
-        held_until = excluded.held_until
+        held_until = excluded.held_until,
+        priority = excluded.priority,
+        holder = excluded.holder
     WHERE r.held_until <= v_now OR r.token = excluded.token
-       OR r.arrived_at > excluded.arrived_at
+       OR r.priority < excluded.priority
+       OR (r.priority = excluded.priority AND r.arrived_at > excluded.arrived_at)
        OR r.held_until > v_now + interval '140737488355 seconds';
   IF NOT FOUND THEN
     RETURN p_answer;
@@ -62,4 +68,17 @@ CREATE OR REPLACE FUNCTION __S__.__P__sooner(p_answer bigint[], p_hold_ms bigint
 RETURNS bigint[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT p_answer[1:3] || least(p_answer[4], p_answer[5] + p_hold_ms * 500) || p_answer[5:6]
+$$;
+
+-- claim_info: the group's live claim, for a leader that looks for a better candidate and
+-- for tools: its holder, priority, ms waited and ms left; no row when none lives.
+CREATE OR REPLACE FUNCTION __S__.__P__claim_info(p_key text)
+RETURNS TABLE (holder text, priority integer, waited_ms bigint, expires_in_ms bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT r.holder, r.priority,
+         greatest(0, floor(extract(epoch FROM clock_timestamp() - r.arrived_at) * 1000))::bigint,
+         ceil(extract(epoch FROM r.held_until - clock_timestamp()) * 1000)::bigint
+    FROM __S__.__P__reservations AS r
+    WHERE r.key = p_key AND r.held_until > clock_timestamp()
+      AND r.held_until <= clock_timestamp() + interval '140737488355 seconds'
 $$;

@@ -34,8 +34,9 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
   PRIMARY KEY (key, token)
 );
 
--- A group's claim on its next free slot (fair waiting), while a waiter keeps one: the
--- earliest arrival among the refused requests that claimed it, until `held_until` (a while
+-- A group's claim on its next free slot (fair waiting, priorities), while a waiter keeps
+-- one: the highest priority, then the earliest arrival, among the refused requests that
+-- claimed it, until `held_until` (a while
 -- after its latest claim). Written by claim.sql, honoured and ended by grant.
 CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
   key text PRIMARY KEY,
@@ -43,6 +44,10 @@ CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
   arrived_at timestamptz NOT NULL,
   held_until timestamptz NOT NULL
 );
+-- The claim's priority (higher wins, then the earlier arrival) and its holder: schema 10.
+ALTER TABLE __S__.__P__reservations
+  ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS holder text NOT NULL DEFAULT '';
 
 -- The functions of an older schema version go first (a changed result type cannot be
 -- replaced in place); this runs only when the version is older, in one transaction.
@@ -51,6 +56,7 @@ DROP FUNCTION IF EXISTS __S__.__P__grant(text, text, text, bigint, integer, bool
 DROP FUNCTION IF EXISTS __S__.__P__renew(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__release(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__state(text);
+DROP FUNCTION IF EXISTS __S__.__P__claim(text, text, text, bigint, integer, bigint, bigint, bigint[]);
 DROP FUNCTION IF EXISTS __S__.__P__lock_class();
 DROP FUNCTION IF EXISTS __S__.__P__wait_class();
 
