@@ -223,7 +223,7 @@ async fn claims_live_on_the_clusters_shortest_lease_at_least() {
     let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
     let lease = client.lease_grant(30, None).await.unwrap().id();
     let options = etcd_client::PutOptions::new().with_lease(lease);
-    let short = format!("{} 0 1", token());
+    let short = format!("{} 0 1 0 operator", token());
     client.put(format!("{key} last claim"), short, Some(options)).await.unwrap();
     match store.acquire(request(key, 1, token())).await.unwrap() {
         AcquireOutcome::Full { nearest_expiry } => {
@@ -365,7 +365,7 @@ async fn a_marker_the_store_did_not_write_is_refused_naming_it() {
 async fn a_claim_the_store_did_not_write_holds_nothing_back() {
     let (store, server) = solo().await;
     let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
-    let forever = format!("{} {} 1000", token(), u64::MAX);
+    let forever = format!("{} {} 1000 0 operator", token(), u64::MAX);
     for (group, value) in [("leader:claimed-a", "no claim"), ("leader:claimed-b", &forever)] {
         let claim_key = format!("{group} last claim");
         client.put(claim_key.as_str(), value, None).await.unwrap();

@@ -108,3 +108,44 @@ async fn fair_standbys_claim_the_role_after_three_lost_hand_overs() {
         }
     }
 }
+
+/// A leader with a priority steps down for a better waiting candidate, but not for a claim
+/// that says it lives longer than any candidate's (an operator's write into the store:
+/// before, it made the leader step down for a candidate that never came, and the role went
+/// unled for as long as the claim said).
+#[tokio::test(start_paused = true)]
+async fn a_leader_steps_down_for_a_better_candidate_not_for_a_claim_nobody_keeps() {
+    use leader::LeaseStore;
+    use leader::store::AcquireRequest;
+    let store = MemoryStore::new();
+    let delay = SECOND;
+    let prioritized = |priority| options().priority(priority).step_down_delay(delay);
+    let low = start("reporter", store.clone(), prioritized(1)).await;
+    settle(std::slice::from_ref(&low), 1).await;
+    let fence = low.fence();
+    let fake = AcquireRequest::new(
+        "leader:reporter",
+        std::num::NonZeroU32::MIN,
+        leader::LeaseToken::generate().unwrap(),
+        "nobody",
+        30 * SECOND,
+    )
+    .reserving_at(Duration::ZERO, 120 * SECOND, 100);
+    store.acquire(fake).await.unwrap();
+    assert_eq!(store.claim("leader:reporter").await.unwrap().unwrap().priority, 100);
+    sleep(5 * delay).await;
+    assert_eq!(low.fence(), fence, "stepped down for a claim no candidate keeps");
+    // Once that claim lapsed, a better candidate that waits is stepped down for.
+    sleep(120 * SECOND).await;
+    assert_eq!(low.fence(), fence);
+    let high = start("reporter", store.clone(), prioritized(5)).await;
+    let began = Instant::now();
+    while !high.is_leader() {
+        assert!(began.elapsed() < 3 * delay, "the better candidate never led");
+        sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!low.is_leader());
+    for instance in [high, low] {
+        instance.stop().await.expect("stopped");
+    }
+}

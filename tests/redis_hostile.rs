@@ -187,6 +187,12 @@ async fn a_claim_this_store_did_not_write_holds_nothing_back() {
         granted_fence(store.acquire(request(&key, 1, token())).await.unwrap());
         assert_eq!(server.cli(&["HEXISTS", &layout.group, "reserved"]), "0", "{garbage:?}");
     }
+    // A claim whose priority is beyond 32 bits is none either: `claim` reads no claim
+    // rather than failing (it made `leader state` fail).
+    let key = "leader:claimed-huge";
+    let layout = RedisStore::group_layout(key).unwrap();
+    server.cli(&["HSET", &layout.group, "reserved", "99999999999999:1:99999999999:ab:huge"]);
+    assert_eq!(store.claim(key).await.unwrap(), None);
     let key = "leader:claimed-then-plain";
     let layout = RedisStore::group_layout(key).unwrap();
     granted_fence(store.acquire(request(key, 1, token())).await.unwrap());

@@ -48,6 +48,8 @@ fn every_options_type_round_trips() {
             .retry_jitter(Duration::from_millis(100))
             .max_leaders(2)
             .when_uncoordinated(WhenUncoordinated::Lead)
+            .priority(-3)
+            .step_down_delay(Duration::from_millis(1500))
             .keys(keys),
     );
     round_trip(
@@ -240,6 +242,12 @@ fn errors_point_at_the_key_and_durations_take_one_syntax() {
             "max_leaders = 2\nlease_time = \"10s\"\nholder_id = \"\"\n",
         ),
         "holder",
+    );
+    at_line_3(
+        load_error::<LeadershipOptions>(
+            "priority = 2\nlease_time = \"10s\"\nstep_down_delay = \"0s\"",
+        ),
+        "invalid `step_down_delay` 0ns: must be at least 1ms",
     );
     at_line_3(
         load_error::<LeaderElectionOptions>(

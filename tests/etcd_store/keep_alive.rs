@@ -44,6 +44,33 @@ async fn a_kept_lease_revoked_meanwhile_is_replaced() {
     assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
 }
 
+/// A claim written on a kept lease that was revoked behind the store's back failed with
+/// etcd's "requested lease not found", which ended a `Leadership` with a priority for good:
+/// the claim now takes a new lease.
+#[tokio::test]
+async fn a_claim_on_a_kept_lease_revoked_meanwhile_takes_a_new_one() {
+    let (store, server) = solo().await;
+    let (full, other) = ("leader:claimed-full", "leader:claimed-other");
+    granted_fence(store.acquire(request(full, 1, token())).await.unwrap());
+    // A released slot of one second leaves a kept lease of the claim's TTL (one second).
+    let first = token();
+    granted_fence(store.acquire(request_for(other, 1, first, SECOND)).await.unwrap());
+    store.release(other, first, Duration::ZERO).await.unwrap();
+    let mut client = etcd_client::Client::connect([server.member.endpoint()], None).await.unwrap();
+    for lease in client.leases().await.unwrap().leases() {
+        let life = client.lease_time_to_live(lease.id(), None).await.unwrap();
+        if life.granted_ttl() == 1 {
+            client.lease_revoke(lease.id()).await.unwrap();
+        }
+    }
+    let waiter = token();
+    let claim = request(full, 1, waiter).reserving_at(Duration::ZERO, SECOND, 3);
+    let outcome = store.acquire(claim).await.unwrap();
+    assert!(matches!(outcome, leader::store::AcquireOutcome::Full { .. }), "{outcome:?}");
+    let claim = store.claim(full).await.unwrap().expect("the claim was written");
+    assert_eq!(claim.priority, 3);
+}
+
 /// Renewals use one keep-alive stream per lease, not one per renewal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_share_one_keep_alive_stream() {

@@ -31,4 +31,10 @@ async fn a_claim_this_store_did_not_write_holds_nothing_back() {
         );
         assert_eq!(server.psql(&replaced), "1", "{until}");
     }
+    // An infinite arrival made `claim` fail (and `leader state` with it): no claim is read.
+    server.psql(
+        "INSERT INTO leader_reservations VALUES ('leader:claimed-inf', \
+         '00000000-0000-0000-0000-000000000000', '-infinity', now() + interval '1 hour')",
+    );
+    assert_eq!(store.claim("leader:claimed-inf").await.unwrap(), None);
 }

@@ -74,16 +74,31 @@ async fn older_schemas_are_migrated_and_newer_ones_refused() {
     server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 5'"));
     let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates an older schema");
     let version = server.psql(&format!("SELECT obj_description('{grant}'::regprocedure)"));
-    assert_eq!(version, "leader-core schema 9");
+    assert_eq!(version, "leader-core schema 10");
     let outcome = upgraded.acquire(request("leader:kept", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the slot was kept: {outcome:?}");
+
+    // Schema 9's claims had no priority and no holder: its rows are kept, at priority 0.
+    server.psql("ALTER TABLE leader_reservations DROP COLUMN priority, DROP COLUMN holder");
+    server.psql(
+        "INSERT INTO leader_reservations VALUES ('leader:kept', \
+         '00000000-0000-0000-0000-000000000001', now(), now() + interval '1 minute')",
+    );
+    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 9'"));
+    let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates schema 9");
+    let claim = upgraded.claim("leader:kept").await.unwrap().expect("the old claim was kept");
+    assert_eq!((claim.priority, claim.holder.as_str()), (0, ""));
+    let better =
+        request("leader:kept", 1, token()).reserving_at(std::time::Duration::ZERO, 10 * SECOND, 1);
+    assert!(matches!(upgraded.acquire(better).await.unwrap(), AcquireOutcome::Full { .. }));
+    assert_eq!(upgraded.claim("leader:kept").await.unwrap().map(|claim| claim.priority), Some(1));
 
     server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 99'"));
     let err = PostgresStore::connect(&server.url()).await.unwrap_err();
     assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
     let shown = err.to_string();
     assert!(shown.contains("\"leader-core schema 99\", newer than this build's"), "{shown}");
-    assert!(shown.contains("\"leader-core schema 9\""), "{shown}");
+    assert!(shown.contains("\"leader-core schema 10\""), "{shown}");
 }
 
 /// A service opens its store without I/O at start-up; on a database where no store ever

@@ -167,9 +167,10 @@ impl LeadershipOptions {
     /// - while it leads, it reads the group's claim twice per
     ///   [`step_down_delay`](Self::step_down_delay) (at least once per `renew_interval`); once a
     ///   candidate of a strictly higher priority has been waiting that long, it steps down
-    ///   as [`resign`](crate::Leadership::resign) does (the term's token is cancelled, the
-    ///   slot released once the work lets go) and stands again, and the claim keeps the
-    ///   slot for that candidate. Equal priorities never preempt one another.
+    ///   as [`resign`](crate::Leadership::resign) does (the term's token is cancelled and
+    ///   `fence()` is `None` from then, and the slot is released at once: the work must stop
+    ///   on the token) and stands again, and the claim keeps the slot for that candidate.
+    ///   Equal priorities never preempt one another.
     ///
     /// Give every candidate of a role a priority: one without stands at none, never reads the
     /// claim, and is never asked to step down. Stores that keep no claims (see
@@ -192,10 +193,9 @@ impl LeadershipOptions {
     /// How long a candidate of a higher [`priority`](Self::priority) must have been seen
     /// waiting before the leader steps down for it: the hysteresis that keeps a candidate
     /// that comes and goes from moving the role back and forth; the leader reads the claim
-    /// twice per delay (at least once per `renew_interval`). The default, twice an
-    /// announcement's life (1 s), is never met by a candidate that died when first seen
-    /// (on etcd, whose shortest lease may be longer, by one that died at least that long
-    /// before the second read). Default: 2 s; at least 1 ms.
+    /// twice per delay (at least once per `renew_interval`), and steps down only if the
+    /// candidate kept its claim alive between the first read that saw it and the last.
+    /// Default: 2 s; at least 1 ms.
     pub fn step_down_delay(mut self, delay: Duration) -> Self {
         self.step_down_delay = delay;
         self

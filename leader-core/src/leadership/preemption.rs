@@ -5,18 +5,28 @@
 //!
 //! [`priority`]: super::LeadershipOptions::priority
 
+use std::time::Duration;
+
 use tokio::time::{Instant, sleep};
 
 use super::options::LeadershipSettings;
 use crate::store::{ClaimInfo, LeaseStore};
 
+/// How far a claim's end must have moved between the first read that saw a better
+/// candidate and a later one for that candidate to count as still waiting: more than the
+/// reads' own error (a round trip, the store's clock in whole milliseconds).
+const RENEWED_BY: Duration = Duration::from_millis(50);
+
 /// Resolves with the candidate the leader is to step down for: one of a strictly higher
 /// priority than `settings.priority`, seen waiting by every read (half a `step_down_delay`
 /// apart, at most `renew_interval` apart) from a first one to one at least
-/// `step_down_delay` later. So the step-down comes one to one and a half delays after the
-/// candidate announced itself, and never for a candidate whose announcement (1 s) lapsed in
-/// between. Never resolves for a leader without a priority. A failed read neither starts
-/// nor ends the hysteresis: the next read decides.
+/// `step_down_delay` later, whose claim was kept alive in between (its end moved on: a
+/// waiting candidate asks again every 500 ms). So the step-down comes one to one and a half
+/// delays after the candidate announced itself, and never for a candidate that stopped
+/// asking after the first read (it died, or was paused), nor for a claim nobody keeps alive
+/// (an operator's write, however long it says it lives). Never resolves for a leader
+/// without a priority. A failed read neither starts nor ends the hysteresis: the next read
+/// decides.
 pub(super) async fn better_candidate(
     store: &dyn LeaseStore,
     settings: &LeadershipSettings,
@@ -25,17 +35,20 @@ pub(super) async fn better_candidate(
         return std::future::pending().await;
     };
     let period = (settings.step_down_delay / 2).min(settings.renew_interval);
-    let mut seen_since: Option<Instant> = None;
+    // When a better candidate was first seen, and when its claim was to end then.
+    let mut first_seen: Option<(Instant, Instant)> = None;
     loop {
         sleep(period).await;
         match store.claim(&settings.key).await {
             Ok(Some(claim)) if claim.priority > own => {
-                let since = *seen_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= settings.step_down_delay {
+                let now = Instant::now();
+                let ends = now + claim.expires_in;
+                let (since, ended) = *first_seen.get_or_insert((now, ends));
+                if now - since >= settings.step_down_delay && ends > ended + RENEWED_BY {
                     return claim;
                 }
             }
-            Ok(_) => seen_since = None,
+            Ok(_) => first_seen = None,
             Err(error) => {
                 tracing::debug!(role = %settings.role, %error, "could not read the group's claim");
             }

@@ -76,6 +76,11 @@ pub enum CandidateMode {
     /// `Partitions`: the candidate is a node of a set of partitions, and a term is one
     /// partition's grant (see [`partitioned`](crate::partitioned)).
     Partitions,
+    /// `Leadership` with priorities: candidate `c<i>` stands at priority `i + 1` (a later
+    /// candidate, such as one started after a kill, is better) with a `step_down_delay` of
+    /// half a lease, and never resigns; the lab also checks that the best live candidate
+    /// leads after each fault.
+    Priority,
 }
 
 impl CandidateMode {
@@ -86,6 +91,7 @@ impl CandidateMode {
             CandidateMode::Closure => "closure",
             CandidateMode::Guard => "guard",
             CandidateMode::Partitions => "partitions",
+            CandidateMode::Priority => "priority",
         }
     }
 }
@@ -100,11 +106,11 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
     }
     let stall_points = Arc::new(StallPoints::default());
     let store = stalling(store, stall_points.clone());
-    if args.mode != CandidateMode::Leadership {
+    if !matches!(args.mode, CandidateMode::Leadership | CandidateMode::Priority) {
         let mode = args.mode;
         return crate::per_call::run(args, mode, store, stall_points).await;
     }
-    let options = LeadershipOptions::new()
+    let mut options = LeadershipOptions::new()
         .lease_time(lease)
         .renew_interval(lease / 3)
         .retry_interval(lease / 5)
@@ -112,8 +118,14 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
         .max_leaders(args.max_leaders)
         .holder_id(args.id.clone())
         .keys(KeyOptions::new().exact_key(args.key.clone()));
+    let by_priority = args.mode == CandidateMode::Priority;
+    if by_priority {
+        options = options
+            .priority(priority_of(&args.id)?)
+            .step_down_delay((lease / 2).max(Duration::from_millis(1)));
+    }
     let leadership = Leadership::start("chaos", store, options).await.map_err(|e| e.to_string())?;
-    tokio::spawn(report_terms(leadership.clone()));
+    tokio::spawn(report_terms(leadership.clone(), by_priority));
     let mut register = Register::new(args.register.clone());
     let mut commands = read_commands();
     let mut stall_next = false;
@@ -168,7 +180,7 @@ pub async fn run(args: CandidateArgs) -> Result<(), String> {
             let at = now_micros();
             let accepted = register.write(&args.key, &args.id, fence).await;
             report(&Event::Wrote { at, fence, accepted });
-            if began.elapsed() >= hold_for {
+            if !by_priority && began.elapsed() >= hold_for {
                 report(&Event::Resigning { at: now_micros(), fence });
                 leadership.resign().await;
                 report(&Event::Ended { at: now_micros(), fence, reason: "resigned".into() });
@@ -202,7 +214,12 @@ pub(crate) fn read_commands() -> mpsc::UnboundedReceiver<String> {
 
 /// Reports every term `wait_for_leadership()` hands over, with its deadline as the term's
 /// lease shows it right then: a term handed over already over shows no time left.
-async fn report_terms(leadership: Leadership) {
+///
+/// With `ends_too` (priority mode), a term's end is reported the moment its token is
+/// cancelled: a step-down for a better candidate is decided inside the library, and the
+/// better one may lead a round trip later, before the main loop's next check. (The checker
+/// then also flags a check that found the term leading after that end.)
+async fn report_terms(leadership: Leadership, ends_too: bool) {
     loop {
         let term = match leadership.wait_for_leadership().await {
             Ok(term) => term,
@@ -220,6 +237,10 @@ async fn report_terms(leadership: Leadership) {
         let believes_until = at + remaining.as_micros() as u64;
         report(&Event::TermBegan { at, fence, believes_until });
         term.cancelled().await;
+        if ends_too {
+            let reason = "the term's token was cancelled".to_owned();
+            report(&Event::Ended { at: now_micros(), fence, reason });
+        }
     }
 }
 
@@ -282,6 +303,14 @@ impl Register {
         }
         false
     }
+}
+
+/// The priority of candidate `c<i>` in priority mode: `i + 1`.
+pub fn priority_of(id: &str) -> Result<i32, String> {
+    id.strip_prefix('c')
+        .and_then(|index| index.parse::<i32>().ok())
+        .map(|index| index + 1)
+        .ok_or_else(|| format!("a candidate id in priority mode is c<number>, not {id:?}"))
 }
 
 /// A small xorshift generator: resignation times need no more.

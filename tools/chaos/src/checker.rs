@@ -175,6 +175,20 @@ pub fn check(run: &Run) -> Verdict {
         }
     }
 
+    // No check finds a term leading after its end was reported.
+    for report in &run.reports {
+        if let Event::Leading { at, fence, .. } = report.event
+            && let Some(ended_at) = terms.get(&(report.candidate, fence)).and_then(|t| t.ended_at)
+            && at > ended_at
+        {
+            violations.push(format!(
+                "c{} found itself leading with fence {fence} {} µs after the term's end",
+                report.candidate,
+                at - ended_at
+            ));
+        }
+    }
+
     // A term handed over by `wait_for_leadership()` has time left: the library never hands
     // user code a term that is already over (say, a grant whose reply came too late).
     for report in &run.reports {

@@ -175,6 +175,34 @@ impl Fleet {
         }
     }
 
+    /// The live candidate of the highest index: in priority mode, the best.
+    pub fn best_live(&self) -> usize {
+        (0..self.members.len()).rev().find(|at| !self.members[*at].killed).unwrap_or(0)
+    }
+
+    /// Waits up to `limit` until `candidate` reports leading after `since` (µs since the
+    /// epoch), or an error naming who led instead.
+    pub async fn wait_for_candidate(
+        &self,
+        candidate: usize,
+        since: u64,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let leading = self.leading_since(since);
+            if leading.contains(&candidate) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the best candidate c{candidate} never led within {limit:?}; {leading:?} led"
+                ));
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// SIGKILL: the candidate dies holding whatever it held.
     pub fn kill(&mut self, candidate: usize) {
         self.members[candidate].killed = true;

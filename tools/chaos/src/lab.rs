@@ -130,6 +130,15 @@ pub async fn run_scenario(
             .wait_for_leaders(n, fault.end, 10 * lease)
             .await
             .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+        if mode == CandidateMode::Priority {
+            // The best live candidate (the latest started) leads: a better one that waited
+            // is stepped down for after half a lease, read twice per half lease.
+            let best = lab.fleet.best_live();
+            lab.fleet
+                .wait_for_candidate(best, fault.end, 10 * lease)
+                .await
+                .map_err(|e| format!("{} round {round}: {e}", scenario.name))?;
+        }
         if mode == CandidateMode::Partitions {
             // Every partition led again (a dead node's once its leases ran out).
             lab.fleet

@@ -24,7 +24,8 @@ struct Cli {
     #[arg(long)]
     json: bool,
     /// How the candidates hold their slots: `leadership` (long-lived terms), `closure`
-    /// (`run_if_leader`) or `guard` (`acquire`).
+    /// (`run_if_leader`), `guard` (`acquire`), `partitions` (nodes of a partition set) or
+    /// `priority` (long-lived terms with priorities: the best live candidate must lead).
     #[arg(long, value_enum, default_value_t = CandidateMode::Leadership)]
     mode: CandidateMode,
     /// Write each failed scenario's reports, register log and samples to DIR/<name>.txt.

@@ -108,7 +108,7 @@ pub async fn run(
         let term: Term<'_> = match mode {
             CandidateMode::Closure => Box::pin(holder.closure_term(&elector)),
             CandidateMode::Guard => Box::pin(holder.guard_term(&elector)),
-            CandidateMode::Leadership | CandidateMode::Partitions => {
+            CandidateMode::Leadership | CandidateMode::Priority | CandidateMode::Partitions => {
                 unreachable!("the Leadership and partitions candidates run elsewhere")
             }
         };

@@ -81,10 +81,19 @@ impl Scenario {
     /// Whether the scenario runs with candidates in `mode`. Partitions mode has no stall
     /// points inside a renewal or a grant (a node renews its partitions in batches), and
     /// each partition is a group of one slot, so a scenario of N > 1 is the same one again.
+    ///
+    /// Priority mode's candidates never resign, so a standby wins a slot only when the best
+    /// one fails: a stall of a standby's grant never comes.
     pub fn supports(&self, mode: crate::candidate::CandidateMode) -> bool {
-        mode != crate::candidate::CandidateMode::Partitions
-            || (self.max_leaders == 1
-                && !matches!(self.fault, Fault::StallDuringRenewal(_) | Fault::StallWithGrant))
+        use crate::candidate::CandidateMode;
+        match mode {
+            CandidateMode::Partitions => {
+                self.max_leaders == 1
+                    && !matches!(self.fault, Fault::StallDuringRenewal(_) | Fault::StallWithGrant)
+            }
+            CandidateMode::Priority => self.fault != Fault::StallWithGrant,
+            _ => true,
+        }
     }
 
     /// Whether candidates reach Redis through the fault proxy.

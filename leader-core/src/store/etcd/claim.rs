@@ -17,9 +17,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
 
-use super::EtcdStore;
 use super::group::Group;
 use super::layout::GroupKeys;
+use super::{EtcdStore, OnLease};
 use crate::error::Error;
 use crate::store::bound::Bound;
 use crate::store::{AcquireRequest, ClaimInfo};
@@ -153,19 +153,30 @@ impl EtcdStore {
         holder: &str,
     ) -> Result<bool, Error> {
         let ttl = self.claim_ttl(claim.hold);
-        // A lease this store kept from a released slot if it has one (one Raft write less).
-        let lease = self.lease(bound, ttl, None, true).await?;
+        // A lease this store kept from a released slot if it has one (one Raft write less);
+        // one found gone (revoked behind the store's back) is replaced by a new one, once.
+        let mut lease = self.lease(bound, ttl, None, true).await?;
         let unchanged = match &group.claim {
             Some(key) => Compare::mod_revision(keys.claim(), CompareOp::Equal, key.mod_revision),
             None => Compare::create_revision(keys.claim(), CompareOp::Equal, 0),
         };
-        let on_lease = PutOptions::new().with_lease(lease.id);
-        let txn = Txn::new().when([unchanged]).and_then([TxnOp::put(
-            keys.claim(),
-            claim.encode(holder),
-            Some(on_lease),
-        )]);
-        let written = self.txn(bound, txn).await?.succeeded();
+        let mut fresh = false;
+        let written = loop {
+            let on_lease = PutOptions::new().with_lease(lease.id);
+            let txn = Txn::new().when([unchanged.clone()]).and_then([TxnOp::put(
+                keys.claim(),
+                claim.encode(holder),
+                Some(on_lease),
+            )]);
+            match self.txn_on_lease(bound, txn).await? {
+                OnLease::Reply(reply) => break reply.succeeded(),
+                OnLease::LeaseGone if !fresh => {
+                    lease = self.grant_lease(bound, ttl, None).await?;
+                    fresh = true;
+                }
+                gone @ OnLease::LeaseGone => return gone.reply().map(|_| false),
+            }
+        };
         if !written {
             self.revoke_behind(lease.id);
         }

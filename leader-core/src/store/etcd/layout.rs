@@ -8,7 +8,7 @@
 //! | `{prefix}{key} slot {i}` | one live slot: token, grant time, TTL, `max_leaders`, lock-delay, holder | the slot's, kept alive by its holder |
 //! | `{prefix}{key} last {i}` | `held {ttl} {max_leaders}`: slot `i`'s holder, granted under that size, has not released it | a marker lease, never kept alive |
 //! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
-//! | `{prefix}{key} last claim` | `{token} {arrival µs} {hold ms}`: the group's claim on its next free slot (see `claim.rs`) | its own, kept alive by its holder's requests |
+//! | `{prefix}{key} last claim` | `{token} {arrival µs} {hold ms} {priority} {holder}`: the group's claim on its next free slot (see `claim.rs`) | its own, kept alive by its holder's requests |
 //! | `{prefix}{key} last unanswered {lease}` | empty: a grant on session lease `{lease}` got no answer, and every grant decided before this key was written can no longer commit (see `sessions.rs`) | that session's |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every

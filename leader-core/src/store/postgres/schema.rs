@@ -45,7 +45,7 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 7", 12987311710983472742),
     ("leader-core schema 8", 14595019790220804352),
     ("leader-core schema 9", 13912712618655967851),
-    ("leader-core schema 10", 11640039994084084069),
+    ("leader-core schema 10", 11566335678571283665),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as
@@ -76,6 +76,11 @@ const SHAPE: [(&str, &[(&str, &str)]); 3] = [
     ),
 ];
 
+/// The columns a migration adds to a table an older schema made (`ALTER TABLE … ADD COLUMN
+/// IF NOT EXISTS` in the schema text): (table suffix, column). Schema 10 gave claims a
+/// priority and a holder.
+const ADDED_COLUMNS: &[(&str, &str)] = &[("reservations", "priority"), ("reservations", "holder")];
+
 impl Names {
     fn schema_sql(&self) -> String {
         SCHEMA_SQL
@@ -100,8 +105,8 @@ pub(crate) async fn migrate(
         super::error_class::to_error("migrate", error)
     };
     // The shape first: CREATE TABLE IF NOT EXISTS keeps a table of another shape, and the
-    // functions would then fail on every call.
-    check_shape(client, names).await?;
+    // functions would then fail on every call. (Columns a migration adds may be missing.)
+    check_shape(client, names, ADDED_COLUMNS).await?;
     match current_version(client, names).await? {
         Some(found) if found == SCHEMA_VERSION => return Ok(()),
         Some(found) if version_number(&found) > version_number(SCHEMA_VERSION) => {
@@ -153,7 +158,7 @@ pub(crate) async fn migrate(
         let _ = client.batch_execute("ROLLBACK").await;
         return Err(error);
     }
-    check_shape(client, names).await
+    check_shape(client, names, &[]).await
 }
 
 /// The number of a schema version (0 for text that is not one: older than any).
@@ -184,8 +189,13 @@ async fn current_version(client: &Client, names: &Names) -> Result<Option<String
 }
 
 /// Fails with a message naming the table, column and types when an existing table differs
-/// from [`SHAPE`]; a missing table is fine (the migration makes it).
-async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
+/// from [`SHAPE`]; a missing table is fine (the migration makes it), and so is a missing
+/// column among `may_miss` (table suffix, column).
+async fn check_shape(
+    client: &Client,
+    names: &Names,
+    may_miss: &[(&str, &str)],
+) -> Result<(), Error> {
     for (suffix, expected) in SHAPE {
         let table = format!("{}{suffix}", names.prefix);
         let rows = client
@@ -204,6 +214,7 @@ async fn check_shape(client: &Client, names: &Names) -> Result<(), Error> {
         let mut differences = Vec::new();
         for (column, data_type) in expected.iter() {
             match found.iter().find(|(name, _)| name == column) {
+                None if may_miss.contains(&(suffix, column)) => {}
                 None => differences.push(format!("column `{column}` ({data_type}) is missing")),
                 Some((_, actual)) if actual != data_type => {
                     differences.push(format!("column `{column}` is {actual}, expected {data_type}"))

@@ -168,8 +168,8 @@ end
 local CLAIM_RANGE = 140737488355328
 
 -- The group's claim on its next free slot ("reserved"), if it is live at `now`: until when,
--- for which token, since when that waiter waits, its priority and its holder. Anything else
--- there is no claim.
+-- for which token, since when that waiter waits, its priority (a 32-bit integer) and its
+-- holder. Anything else there is no claim.
 local function claim_of(value, now)
   if not value then
     return nil
@@ -178,7 +178,7 @@ local function claim_of(value, now)
     string.match(value, '^(%d+):(%-?%d+):(%-?%d+):(%x+):(.*)$')
   until_ms, arrival, priority = tonumber(until_ms), tonumber(arrival), tonumber(priority)
   if not until_ms or not arrival or not priority or until_ms <= now
-      or until_ms > now + CLAIM_RANGE then
+      or until_ms > now + CLAIM_RANGE or priority < -2147483648 or priority > 2147483647 then
     return nil
   end
   return until_ms, owner, arrival, priority, holder

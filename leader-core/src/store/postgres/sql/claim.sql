@@ -71,7 +71,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- claim_info: the group's live claim, for a leader that looks for a better candidate and
--- for tools: its holder, priority, ms waited and ms left; no row when none lives.
+-- for tools: its holder, priority, ms waited and ms left; no row when none lives (nor for
+-- a row this store did not write: an end beyond its range, an infinite arrival).
 CREATE OR REPLACE FUNCTION __S__.__P__claim_info(p_key text)
 RETURNS TABLE (holder text, priority integer, waited_ms bigint, expires_in_ms bigint)
 LANGUAGE sql STABLE AS $$
@@ -81,4 +82,5 @@ LANGUAGE sql STABLE AS $$
     FROM __S__.__P__reservations AS r
     WHERE r.key = p_key AND r.held_until > clock_timestamp()
       AND r.held_until <= clock_timestamp() + interval '140737488355 seconds'
+      AND isfinite(r.arrived_at)
 $$;

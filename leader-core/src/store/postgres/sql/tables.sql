@@ -36,8 +36,8 @@ CREATE TABLE IF NOT EXISTS __S__.__P__slots (
 
 -- A group's claim on its next free slot (fair waiting, priorities), while a waiter keeps
 -- one: the highest priority, then the earliest arrival, among the refused requests that
--- claimed it, until `held_until` (a while
--- after its latest claim). Written by claim.sql, honoured and ended by grant.
+-- claimed it, until `held_until` (a while after its latest claim). Written by claim.sql,
+-- honoured and ended by grant.
 CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
   key text PRIMARY KEY,
   token uuid NOT NULL,
@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
   held_until timestamptz NOT NULL
 );
 -- The claim's priority (higher wins, then the earlier arrival) and its holder: schema 10.
+-- Schema 9's claim function (without a priority) is left in place, so processes of that
+-- build still running keep claiming (at priority 0) while this one's run beside them.
 ALTER TABLE __S__.__P__reservations
   ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS holder text NOT NULL DEFAULT '';
@@ -56,7 +58,6 @@ DROP FUNCTION IF EXISTS __S__.__P__grant(text, text, text, bigint, integer, bool
 DROP FUNCTION IF EXISTS __S__.__P__renew(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__release(text, text, bigint);
 DROP FUNCTION IF EXISTS __S__.__P__state(text);
-DROP FUNCTION IF EXISTS __S__.__P__claim(text, text, text, bigint, integer, bigint, bigint, bigint[]);
 DROP FUNCTION IF EXISTS __S__.__P__lock_class();
 DROP FUNCTION IF EXISTS __S__.__P__wait_class();
 
