@@ -131,4 +131,8 @@ per_call_scenarios! {
     partitions_pg_pause => "pg-pause" in Partitions,
     partitions_etcd_pause_leader => "etcd-pause-leader" in Partitions,
     partitions_etcd_cut => "etcd-cut" in Partitions,
+    // Priority mode: the best live candidate leads after each fault.
+    priority_pause_holder => "pause-holder" in Priority,
+    priority_pg_kill_holder => "pg-kill-holder" in Priority,
+    priority_etcd_pause_holder => "etcd-pause-holder" in Priority,
 }
