@@ -19,8 +19,7 @@
 //! cargo run -p leader-bench --release -- --partitions-takeover  # takeover time by count, every store
 //! cargo run -p leader-bench --release -- --partitions-moves  # moves per join, leave, rolling restart
 //! cargo run -p leader-bench --release -- --partitions-rebalance  # only the rebalancing after a join
-//! cargo run -p leader-bench --release -- --fairness  # wins and losses in a row of 20 waiters, every store
-//! cargo run -p leader-bench --release -- --priorities  # hand-over to a better candidate, what announcing costs
+//! cargo run -p leader-bench --release -- --fairness  # 20 waiters' wins and losses in a row (or --priorities)
 //! ```
 //!
 //! The machine is shared and noisy: every comparison is run A B A B (two rounds of every
