@@ -28,6 +28,19 @@ async fn a_failover_while_a_leader_holds_its_slot() {
     let (set_up, rival) = (&set_up, &rival);
     let during = holder
         .run_if_leader("failover", |lease| async move {
+            // The grant on the replica first: replication is asynchronous and this test asks
+            // for no acknowledgement, so a failover right after the grant may promote a
+            // replica that never had it (seen once in CI, on a loaded machine). The holder
+            // then has nothing to renew there, which is what `replica_ack` is for, and not
+            // what this test is about.
+            let replicated = async {
+                while set_up.replica.cli(&["HGETALL", &group_key("leader:failover")]).is_empty() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(10), replicated)
+                .await
+                .expect("the grant reached the replica");
             // Fail over under the holder. Renewals that reach the old primary before it is
             // demoted are lost with it; a lease longer than the failover outlives that.
             let failing_over = set_up.clone();
