@@ -15,7 +15,8 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::store::LeaseStore;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, GroupSnapshot, HeldSlot, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, HeldSlot, ReleaseOutcome,
+    RenewOutcome,
 };
 use crate::token::LeaseToken;
 
@@ -134,6 +135,16 @@ pub(crate) async fn state(store: &dyn LeaseStore, key: &str) -> Result<GroupSnap
     let result = store.state(key).instrument(span.clone()).await;
     if let Ok(snapshot) = &result {
         span.record("active", snapshot.leaders.len());
+    }
+    result
+}
+
+/// [`LeaseStore::claim`], in a span that records the waiting candidate's priority, if any.
+pub(crate) async fn claim(store: &dyn LeaseStore, key: &str) -> Result<Option<ClaimInfo>, Error> {
+    let span = tracing::debug_span!("leader.claim", group = key, priority = tracing::field::Empty);
+    let result = store.claim(key).instrument(span.clone()).await;
+    if let Ok(Some(claim)) = &result {
+        span.record("priority", claim.priority);
     }
     result
 }

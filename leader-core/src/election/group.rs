@@ -315,6 +315,6 @@ impl LeaderGroupElector {
     /// ```
     pub async fn waiting_candidate(&self, name: &str) -> Result<Option<ClaimInfo>, Error> {
         let key = self.settings.keys.resolve(name)?;
-        self.store.claim(&key).await
+        telemetry::claim(&*self.store, &key).await
     }
 }

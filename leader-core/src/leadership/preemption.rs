@@ -11,6 +11,7 @@ use tokio::time::{Instant, sleep};
 
 use super::options::LeadershipSettings;
 use crate::store::{ClaimInfo, LeaseStore};
+use crate::telemetry;
 
 /// How far a claim's end must have moved between the first read that saw a better
 /// candidate and a later one for that candidate to count as still waiting: more than the
@@ -39,7 +40,7 @@ pub(super) async fn better_candidate(
     let mut first_seen: Option<(Instant, Instant)> = None;
     loop {
         sleep(period).await;
-        match store.claim(&settings.key).await {
+        match telemetry::claim(store, &settings.key).await {
             Ok(Some(claim)) if claim.priority > own => {
                 let now = Instant::now();
                 let ends = now + claim.expires_in;

@@ -160,16 +160,27 @@ impl Fleet {
         since: u64,
         limit: Duration,
     ) -> Result<Vec<usize>, String> {
+        self.wait_for_leading(since, limit, |leading| leading.len() >= n)
+            .await
+            .map_err(|led| format!("{n} leaders never appeared within {limit:?}; {led:?} led"))
+    }
+
+    /// Waits up to `limit` until the live candidates that report leading after `since` are
+    /// `enough`; who they are, or who led at the limit.
+    async fn wait_for_leading(
+        &self,
+        since: u64,
+        limit: Duration,
+        enough: impl Fn(&[usize]) -> bool,
+    ) -> Result<Vec<usize>, Vec<usize>> {
         let deadline = Instant::now() + limit;
         loop {
             let leading = self.leading_since(since);
-            if leading.len() >= n {
+            if enough(&leading) {
                 return Ok(leading);
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "{n} leaders never appeared within {limit:?}; {leading:?} led"
-                ));
+                return Err(leading);
             }
             sleep(Duration::from_millis(10)).await;
         }
@@ -188,19 +199,12 @@ impl Fleet {
         since: u64,
         limit: Duration,
     ) -> Result<(), String> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let leading = self.leading_since(since);
-            if leading.contains(&candidate) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "the best candidate c{candidate} never led within {limit:?}; {leading:?} led"
-                ));
-            }
-            sleep(Duration::from_millis(10)).await;
-        }
+        self.wait_for_leading(since, limit, |leading| leading.contains(&candidate))
+            .await
+            .map(drop)
+            .map_err(|led| {
+                format!("the best candidate c{candidate} never led within {limit:?}; {led:?} led")
+            })
     }
 
     /// SIGKILL: the candidate dies holding whatever it held.
