@@ -203,3 +203,28 @@ async fn a_claim_this_store_did_not_write_holds_nothing_back() {
     let plain = store.acquire(request(key, 1, claimer)).await.unwrap();
     assert!(matches!(plain, AcquireOutcome::Full { .. }), "{plain:?}");
 }
+
+/// Another's value at a group's preference key (a list, a string without an expiry) is no
+/// failure: a list is no preference, and claims meeting over it still go by priority.
+#[tokio::test]
+async fn another_value_at_the_preference_key_is_no_failure() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let key = "leader:preferred-list";
+    let layout = RedisStore::group_layout(key).unwrap();
+    server.cli(&["RPUSH", &layout.preferred, "someone"]);
+    assert_eq!(store.preference(key).await.unwrap(), None);
+    granted_fence(store.acquire(request(key, 1, token())).await.unwrap());
+    for priority in [1, 2] {
+        let claim = request(key, 1, token()).reserving_at(SECOND, 10 * SECOND, priority);
+        assert!(matches!(store.acquire(claim).await.unwrap(), AcquireOutcome::Full { .. }));
+    }
+    let claim = store.claim(key).await.unwrap().expect("a claim");
+    assert_eq!((claim.priority, claim.preference), (2, None));
+    assert_eq!(server.cli(&["LLEN", &layout.preferred]), "1", "another's key was left alone");
+    // A preference without an expiry (an operator's SET) reads as malformed, not as forever.
+    let key = "leader:preferred-forever";
+    let layout = RedisStore::group_layout(key).unwrap();
+    server.cli(&["SET", &layout.preferred, "someone"]);
+    assert!(store.preference(key).await.is_err());
+}

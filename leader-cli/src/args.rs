@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use leader::KeyOptions;
 use leader::store::SharedStore;
 
-/// Show, watch and free the slots of leader groups kept in Redis, Valkey, PostgreSQL or etcd
+/// Show, watch, free and steer the slots of leader groups kept in Redis, Valkey, PostgreSQL or etcd
 /// (etcd with the `etcd` feature).
 #[derive(Debug, Parser)]
 #[command(name = "leader", version)]
@@ -69,6 +69,23 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Ask for a named holder to lead a group: its claim on the group's next free slot goes
+    /// before every other candidate's, and a leader that announced a priority steps down
+    /// for it once it waits (after its step-down delay). A preference for a holder that
+    /// never asks moves nobody; it lapses by itself after `--for`.
+    Prefer {
+        /// The group's name.
+        group: String,
+        /// The holder id to prefer, as `leader state` shows it.
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        holder: Option<String>,
+        /// How long the preference lives.
+        #[arg(long = "for", default_value = "10m", value_parser = humantime::parse_duration)]
+        ttl: Duration,
+        /// Withdraw the group's preference instead.
+        #[arg(long)]
+        clear: bool,
     },
     /// End a slot its holder cannot release (stuck, or to be moved), named by its token,
     /// its fence or its holder. By default the holder's renewals are refused from now on

@@ -4,6 +4,7 @@
 
 mod args;
 mod groups;
+mod prefer;
 mod release;
 mod state;
 mod table;
@@ -22,6 +23,9 @@ async fn main() -> ExitCode {
         Command::State { group, json } => state::run(&cli, group, *json).await,
         Command::Watch { group, duration, json } => watch::run(&cli, group, *duration, *json).await,
         Command::Groups { json } => groups::run(&cli, *json).await,
+        Command::Prefer { group, holder, ttl, clear: _ } => {
+            prefer::run(&cli, group, holder.as_deref(), *ttl).await
+        }
         Command::Release { group, token, fence, holder, now } => {
             let slot = release::Named {
                 token: token.as_deref(),

@@ -14,10 +14,11 @@ pub async fn run(cli: &Cli, group: &str, json: bool) -> Result<ExitCode, Failure
     let elector = LeaderGroupElector::new(store, options)?;
     let state = elector.state(group).await?;
     let waiting = elector.waiting_candidate(group).await?;
+    let preference = elector.preference(group).await?;
     if json {
-        println!("{}", table::json(&state, waiting.as_ref()));
+        println!("{}", table::json(&state, waiting.as_ref(), preference.as_ref()));
     } else {
-        print!("{}", table::render(&state, waiting.as_ref()));
+        print!("{}", table::render(&state, waiting.as_ref(), preference.as_ref()));
     }
     Ok(ExitCode::SUCCESS)
 }

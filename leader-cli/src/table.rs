@@ -2,11 +2,23 @@
 
 use std::time::Duration;
 
-use leader::{ClaimInfo, LeaderGroupState};
+use leader::{ClaimInfo, LeaderGroupState, Preference};
 
-/// A group's state as a table, and the candidate its next free slot is kept for, if any.
-pub fn render(snapshot: &LeaderGroupState, waiting: Option<&ClaimInfo>) -> String {
+/// A group's state as a table, the candidate its next free slot is kept for, and the holder
+/// an operator prefers, if any.
+pub fn render(
+    snapshot: &LeaderGroupState,
+    waiting: Option<&ClaimInfo>,
+    preference: Option<&Preference>,
+) -> String {
     let mut out = render_slots(snapshot);
+    if let Some(preference) = preference {
+        out.push_str(&format!(
+            "preferred holder {} (for {} more)\n",
+            shown(&preference.holder),
+            seconds(preference.expires_in),
+        ));
+    }
     if let Some(claim) = waiting {
         out.push_str(&format!(
             "next free slot kept for {} (priority {}, waiting {}, announcement lapses in {})\n",
@@ -60,9 +72,20 @@ pub fn render_slots(snapshot: &LeaderGroupState) -> String {
 }
 
 /// A group's state as JSON, with the candidate its next free slot is kept for (`waiting`,
-/// or null).
-pub fn json(snapshot: &LeaderGroupState, waiting: Option<&ClaimInfo>) -> serde_json::Value {
+/// or null) and the operator's preference (`preferred`, or null).
+pub fn json(
+    snapshot: &LeaderGroupState,
+    waiting: Option<&ClaimInfo>,
+    preference: Option<&Preference>,
+) -> serde_json::Value {
     let mut value = json_slots(snapshot);
+    value["preferred"] = match preference {
+        Some(preference) => serde_json::json!({
+            "holder": preference.holder,
+            "expires_in_ms": preference.expires_in.as_millis() as u64,
+        }),
+        None => serde_json::Value::Null,
+    };
     value["waiting"] = match waiting {
         Some(claim) => serde_json::json!({
             "holder": claim.holder,

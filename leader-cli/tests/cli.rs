@@ -309,3 +309,38 @@ async fn a_refused_redis_password_is_permanent() {
     assert!(err.to_string().contains("authentication refused"), "{err}");
     assert!(!err.to_string().contains("wrong"), "{err}");
 }
+
+/// `leader prefer` records a preference that `leader state` shows (table and JSON), `--clear`
+/// withdraws it, and bad input is a clear error that changes nothing.
+#[tokio::test]
+async fn prefer_names_a_holder_that_state_shows_and_clear_withdraws() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let output = leader(&url, &["prefer", "report", "--holder", "web-2", "--for", "5m"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("preferred \"web-2\" for group report for 5m"));
+    let table = stdout(&leader(&url, &["state", "report"]));
+    assert!(table.contains("preferred holder web-2 (for "), "{table}");
+    let output = leader(&url, &["state", "report", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["preferred"]["holder"], "web-2");
+    let left = json["preferred"]["expires_in_ms"].as_u64().unwrap();
+    assert!((200_000..=300_000).contains(&left), "{json}");
+
+    let output = leader(&url, &["prefer", "report", "--clear"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = leader(&url, &["state", "report", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["preferred"], serde_json::Value::Null);
+
+    for (args, says) in [
+        (&["prefer", "report", "--holder", "web-2", "--for", "0s"][..], "preference ttl"),
+        (&["prefer", "report", "--holder", ""][..], "holder_id"),
+        (&["prefer", "report"][..], "--holder"),
+    ] {
+        let output = leader(&url, args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
+    }
+    assert_eq!(server.cli(&["EXISTS", "{leader:report}:preferred"]), "0");
+}

@@ -64,7 +64,7 @@ pub use partitions::{
     MAX_PARTITIONS, MAX_WEIGHT, Partition, PartitionEvent, PartitionEvents, PartitionOptions,
     Partitions, PartitionsView,
 };
-pub use store::{ClaimInfo, DisabledStore, LeaseStore, MemoryStore, SlotInfo};
+pub use store::{ClaimInfo, DisabledStore, LeaseStore, MemoryStore, Preference, SlotInfo};
 #[cfg(feature = "etcd")]
 pub use store::{EtcdStore, EtcdStoreBuilder};
 #[cfg(feature = "postgres")]

@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::store::LeaseStore;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, HeldSlot, ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, HeldSlot, Preference, ReleaseOutcome,
     RenewOutcome,
 };
 use crate::token::LeaseToken;
@@ -147,6 +147,26 @@ pub(crate) async fn claim(store: &dyn LeaseStore, key: &str) -> Result<Option<Cl
         span.record("priority", claim.priority);
     }
     result
+}
+
+/// [`LeaseStore::prefer`], in a span that names the preferred holder (none: withdrawn).
+pub(crate) async fn prefer(
+    store: &dyn LeaseStore,
+    key: &str,
+    preferred: Option<(&str, Duration)>,
+) -> Result<(), Error> {
+    let holder = preferred.map(|(holder, _)| holder);
+    let span = tracing::info_span!("leader.prefer", group = key, holder = holder);
+    store.prefer(key, preferred).instrument(span).await
+}
+
+/// [`LeaseStore::preference`], in a span.
+pub(crate) async fn preference(
+    store: &dyn LeaseStore,
+    key: &str,
+) -> Result<Option<Preference>, Error> {
+    let span = tracing::debug_span!("leader.preference", group = key);
+    store.preference(key).instrument(span).await
 }
 
 /// [`LeaseStore::state_many`], in a span that records how many groups it read and how many

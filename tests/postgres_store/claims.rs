@@ -37,4 +37,20 @@ async fn a_claim_this_store_did_not_write_holds_nothing_back() {
          '00000000-0000-0000-0000-000000000000', '-infinity', now() + interval '1 hour')",
     );
     assert_eq!(store.claim("leader:claimed-inf").await.unwrap(), None);
+    // A preference row that never lapses is no preference: it neither fails a read nor
+    // puts its holder first.
+    let key = "leader:preferred-forever";
+    server.psql(&format!("INSERT INTO leader_preferences VALUES ('{key}', 'forever', 'infinity')"));
+    assert_eq!(store.preference(key).await.unwrap(), None);
+    assert!(matches!(
+        store.acquire(request(key, 1, token())).await.unwrap(),
+        AcquireOutcome::Granted(_)
+    ));
+    let better = request(key, 1, token()).reserving_at(SECOND, 10 * SECOND, 2);
+    assert!(matches!(store.acquire(better).await.unwrap(), AcquireOutcome::Full { .. }));
+    let mut forever = request(key, 1, token()).reserving_at(SECOND, 10 * SECOND, 0);
+    forever.holder = "forever";
+    assert!(matches!(store.acquire(forever).await.unwrap(), AcquireOutcome::Full { .. }));
+    let claim = store.claim(key).await.unwrap().expect("a claim");
+    assert_eq!((claim.priority, claim.preference), (2, None));
 }

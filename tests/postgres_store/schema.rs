@@ -74,7 +74,7 @@ async fn older_schemas_are_migrated_and_newer_ones_refused() {
     server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 5'"));
     let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates an older schema");
     let version = server.psql(&format!("SELECT obj_description('{grant}'::regprocedure)"));
-    assert_eq!(version, "leader-core schema 10");
+    assert_eq!(version, "leader-core schema 11");
     let outcome = upgraded.acquire(request("leader:kept", 1, token())).await.unwrap();
     assert!(matches!(outcome, AcquireOutcome::Full { .. }), "the slot was kept: {outcome:?}");
 
@@ -93,12 +93,20 @@ async fn older_schemas_are_migrated_and_newer_ones_refused() {
     assert!(matches!(upgraded.acquire(better).await.unwrap(), AcquireOutcome::Full { .. }));
     assert_eq!(upgraded.claim("leader:kept").await.unwrap().map(|claim| claim.priority), Some(1));
 
+    // Schema 10 had no preferences: the table and the reading function are made.
+    server.psql("DROP TABLE leader_preferences; DROP FUNCTION leader_preferred(text)");
+    server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 10'"));
+    let upgraded = PostgresStore::connect(&server.url()).await.expect("migrates schema 10");
+    upgraded.prefer("leader:kept", Some(("favourite", 10 * SECOND))).await.unwrap();
+    let preference = upgraded.preference("leader:kept").await.unwrap().expect("a preference");
+    assert_eq!(preference.holder, "favourite");
+
     server.psql(&format!("COMMENT ON FUNCTION {grant} IS 'leader-core schema 99'"));
     let err = PostgresStore::connect(&server.url()).await.unwrap_err();
     assert!(matches!(err, Error::Store { operation: "migrate", .. }), "{err:?}");
     let shown = err.to_string();
     assert!(shown.contains("\"leader-core schema 99\", newer than this build's"), "{shown}");
-    assert!(shown.contains("\"leader-core schema 10\""), "{shown}");
+    assert!(shown.contains("\"leader-core schema 11\""), "{shown}");
 }
 
 /// A service opens its store without I/O at start-up; on a database where no store ever

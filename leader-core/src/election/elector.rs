@@ -88,4 +88,20 @@ impl LeaderElector {
     pub async fn observe(&self, name: &str) -> Result<crate::GroupObserver, Error> {
         self.group.observe(name).await
     }
+
+    /// Asks for `holder` to lead `name` for the next `ttl`; see
+    /// [`LeaderGroupElector::prefer`].
+    pub async fn prefer(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<(), Error> {
+        self.group.prefer(name, holder, ttl).await
+    }
+
+    /// Withdraws any preference for `name`; see [`LeaderGroupElector::clear_preference`].
+    pub async fn clear_preference(&self, name: &str) -> Result<(), Error> {
+        self.group.clear_preference(name).await
+    }
 }

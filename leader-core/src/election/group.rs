@@ -44,8 +44,8 @@ use crate::token::LeaseToken;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LeaderGroupElector {
-    store: Arc<dyn LeaseStore>,
-    settings: Arc<Settings>,
+    pub(super) store: Arc<dyn LeaseStore>,
+    pub(super) settings: Arc<Settings>,
     /// The last group name resolved and its key, shared by clones: most electors run the
     /// same group again and again, which then costs no allocation or validation. Measured
     /// with `cargo run -p leader-bench --release -- --name-cache`: a hit saves about 260 ns

@@ -15,6 +15,7 @@ pub(crate) mod lease;
 mod lease_guard;
 pub(crate) mod options;
 mod overrun;
+mod preference;
 pub(crate) mod renewal;
 mod run_result;
 mod state;

@@ -1,9 +1,11 @@
 //! A leader's look-out for a better candidate: with a [`priority`], the leader reads the
 //! group's claim (the best waiting candidate that announced itself) now and then, and once a
-//! candidate of a strictly higher priority has been seen waiting for the whole
-//! `step_down_delay`, the term ends as a resignation ends it.
+//! better candidate (the holder an operator [prefers], or else one of a strictly higher
+//! priority) has been seen waiting for the whole `step_down_delay`, the term ends as a
+//! resignation ends it.
 //!
 //! [`priority`]: super::LeadershipOptions::priority
+//! [prefers]: crate::LeaderGroupElector::prefer
 
 use std::time::Duration;
 
@@ -18,8 +20,8 @@ use crate::telemetry;
 /// reads' own error (a round trip, the store's clock in whole milliseconds).
 const RENEWED_BY: Duration = Duration::from_millis(50);
 
-/// Resolves with the candidate the leader is to step down for: one of a strictly higher
-/// priority than `settings.priority`, seen waiting by every read (half a `step_down_delay`
+/// Resolves with the candidate the leader is to step down for: one that [goes
+/// before](goes_before) this leader (of `settings.priority`), seen waiting by every read (half a `step_down_delay`
 /// apart, at most `renew_interval` apart) from a first one to one at least
 /// `step_down_delay` later, whose claim was kept alive in between (its end moved on: a
 /// waiting candidate asks again every 500 ms). So the step-down comes one to one and a half
@@ -41,7 +43,7 @@ pub(super) async fn better_candidate(
     loop {
         sleep(period).await;
         match telemetry::claim(store, &settings.key).await {
-            Ok(Some(claim)) if claim.priority > own => {
+            Ok(Some(claim)) if goes_before(&claim, own, &settings.holder_id) => {
                 let now = Instant::now();
                 let ends = now + claim.expires_in;
                 let (since, ended) = *first_seen.get_or_insert((now, ends));
@@ -54,5 +56,33 @@ pub(super) async fn better_candidate(
                 tracing::debug!(role = %settings.role, %error, "could not read the group's claim");
             }
         }
+    }
+}
+
+/// Whether the waiting candidate `claim` goes before a leader of priority `own` whose
+/// holder id is `holder`: never while an operator prefers the leader itself; always when the
+/// operator prefers the candidate; otherwise when its priority is strictly higher.
+fn goes_before(claim: &ClaimInfo, own: i32, holder: &str) -> bool {
+    match claim.preference.as_deref() {
+        Some(preferred) if preferred == holder => false,
+        Some(_) if claim.is_preferred() => true,
+        _ => claim.priority > own,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_preference_goes_before_priorities_and_shields_the_preferred_leader() {
+        let second = Duration::from_secs(1);
+        let waiting = |priority| ClaimInfo::new("b".to_owned(), priority, second, second);
+        assert!(goes_before(&waiting(2), 1, "a"));
+        assert!(!goes_before(&waiting(1), 1, "a"));
+        assert!(goes_before(&waiting(0).with_preference(Some("b".to_owned())), 5, "a"));
+        assert!(!goes_before(&waiting(9).with_preference(Some("a".to_owned())), 1, "a"));
+        assert!(goes_before(&waiting(9).with_preference(Some("c".to_owned())), 1, "a"));
+        assert!(!goes_before(&waiting(1).with_preference(Some("c".to_owned())), 1, "a"));
     }
 }

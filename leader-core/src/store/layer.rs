@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use super::{
     AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
+    Preference, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -145,6 +145,25 @@ pub trait StoreLayer: Debug + Send + Sync {
         inner.claim(key).await
     }
 
+    /// [`LeaseStore::prefer`]. Default: the wrapped store's.
+    async fn prefer(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        preferred: Option<(&str, Duration)>,
+    ) -> Result<(), Error> {
+        inner.prefer(key, preferred).await
+    }
+
+    /// [`LeaseStore::preference`]. Default: the wrapped store's.
+    async fn preference(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+    ) -> Result<Option<Preference>, Error> {
+        inner.preference(key).await
+    }
+
     /// [`LeaseStore::state_many`]. Default: the wrapped store's (which does not pass through
     /// this layer's [`state`](Self::state): a layer that changes reads overrides both).
     async fn state_many(
@@ -247,6 +266,23 @@ impl<L: StoreLayer + ?Sized> StoreLayer for Arc<L> {
 
     async fn claim(&self, inner: &dyn LeaseStore, key: &str) -> Result<Option<ClaimInfo>, Error> {
         (**self).claim(inner, key).await
+    }
+
+    async fn prefer(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+        preferred: Option<(&str, Duration)>,
+    ) -> Result<(), Error> {
+        (**self).prefer(inner, key, preferred).await
+    }
+
+    async fn preference(
+        &self,
+        inner: &dyn LeaseStore,
+        key: &str,
+    ) -> Result<Option<Preference>, Error> {
+        (**self).preference(inner, key).await
     }
 
     async fn state_many(
@@ -367,6 +403,14 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
         self.layer.claim(&self.inner, key).await
     }
 
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        self.layer.prefer(&self.inner, key, preferred).await
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        self.layer.preference(&self.inner, key).await
+    }
+
     async fn state_many(&self, keys: &[&str]) -> Result<Vec<GroupSnapshot>, Error> {
         self.layer.state_many(&self.inner, keys).await
     }
@@ -385,90 +429,4 @@ impl<L: StoreLayer, S: LeaseStore> LeaseStore for Layered<L, S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::*;
-    use crate::store::{DisabledStore, Grant, MemoryStore};
-
-    /// A layer that changes nothing.
-    #[derive(Debug, Default)]
-    struct Nothing;
-    impl StoreLayer for Nothing {}
-
-    /// A layer that counts every call it sees.
-    #[derive(Debug, Default)]
-    struct Calls(AtomicUsize);
-
-    #[async_trait]
-    impl StoreLayer for Calls {
-        async fn state(&self, inner: &dyn LeaseStore, key: &str) -> Result<GroupSnapshot, Error> {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            inner.state(key).await
-        }
-    }
-
-    fn request(key: &str, token: LeaseToken) -> AcquireRequest<'_> {
-        let one = std::num::NonZeroU32::MIN;
-        AcquireRequest::new(key, one, token, "me", Duration::from_secs(60))
-    }
-
-    #[test]
-    fn what_a_store_says_of_itself_goes_through() {
-        let disabled = Layered::new(Nothing, DisabledStore);
-        assert!(!disabled.coordinates(), "a wrapped DisabledStore still coordinates nothing");
-        assert_eq!(disabled.kind(), "disabled");
-        assert!(Layered::new(Nothing, MemoryStore::new()).coordinates());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn every_call_reaches_the_wrapped_store() {
-        let memory = MemoryStore::new();
-        let store = Layered::new(Nothing, Layered::new(Nothing, memory.clone()));
-        let (key, token) = ("leader:layered", LeaseToken::generate().unwrap());
-        let mut changes = store.watch_changes(key).await.unwrap();
-        let mut releases = store.watch_releases(key).await.unwrap();
-        let AcquireOutcome::Granted(Grant { fence, .. }) =
-            store.acquire(request(key, token)).await.unwrap()
-        else {
-            panic!("a free group")
-        };
-        tokio::time::timeout(Duration::from_secs(1), changes.woken())
-            .await
-            .expect("the grant woke the change watch");
-        assert_eq!(memory.state(key).await.unwrap().leaders[0].fence, fence);
-        assert_eq!(store.state(key).await.unwrap().leaders.len(), 1);
-        assert_eq!(store.list_groups("leader:", "").await.unwrap(), [key]);
-        let renewed = store.renew(key, token, Duration::from_secs(60)).await.unwrap();
-        assert!(matches!(renewed, RenewOutcome::Renewed { .. }), "{renewed:?}");
-        let released = store.release(key, token, Duration::ZERO).await.unwrap();
-        assert_eq!(released, ReleaseOutcome::Released);
-        tokio::time::timeout(Duration::from_secs(1), releases.woken())
-            .await
-            .expect("the release woke the release watch");
-        let other = LeaseToken::generate().unwrap();
-        store.acquire(request(key, other)).await.unwrap();
-        let revoked = store.revoke(key, SlotRef::Token(other), Revocation::Now).await.unwrap();
-        assert_eq!(revoked, ReleaseOutcome::Released);
-        assert!(memory.state(key).await.unwrap().leaders.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_layer_sees_the_calls_it_overrides() {
-        let store = Arc::new(Layered::new(Calls::default(), MemoryStore::new()));
-        store.state("leader:counted").await.unwrap();
-        store.state("leader:counted").await.unwrap();
-        assert_eq!(store.layer().0.load(Ordering::Relaxed), 2);
-        assert_eq!(store.inner().kind(), "memory");
-    }
-
-    #[tokio::test]
-    async fn a_shared_layer_is_a_layer() {
-        let calls = Arc::new(Calls::default());
-        let store = Layered::new(calls.clone(), DisabledStore);
-        store.state("leader:shared").await.unwrap();
-        assert_eq!(calls.0.load(Ordering::Relaxed), 1);
-        assert!(!store.coordinates());
-    }
-}
+mod tests;

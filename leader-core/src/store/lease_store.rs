@@ -12,8 +12,8 @@ use super::DisabledStore;
 #[cfg(doc)]
 use super::batch::RENEW_BATCH_LEN;
 use super::{
-    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, ReleaseOutcome,
-    RenewOutcome, Revocation, SlotRef,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, Preference,
+    ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -178,6 +178,29 @@ pub trait LeaseStore: Debug + Send + Sync {
         Ok(None)
     }
 
+    /// Records an operator's preference for the holder that is to lead group `key`
+    /// (`Some((holder, ttl))`, replacing any other, lapsing `ttl` from now), or withdraws it
+    /// (`None`). While it lives, that holder's claim on the group's next free slot goes
+    /// before every other ([`claim`](Self::claim) names the preference), so a leader that
+    /// looks for better candidates steps down for it once it waits; a preference for a
+    /// holder that never asks moves nobody. The caller checked `holder` (a holder id) and
+    /// `ttl` (at least a millisecond).
+    ///
+    /// Default: [`Error::Unsupported`], for a store that [keeps no
+    /// reservations](Self::keeps_reservations).
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        let _ = (key, preferred);
+        Err(Error::Unsupported { store: self.kind(), operation: "record a preferred holder" })
+    }
+
+    /// The group's live preference ([`prefer`](Self::prefer)), or `None`. One read.
+    ///
+    /// Default: `None`.
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        let _ = key;
+        Ok(None)
+    }
+
     /// The live slots of every group of `keys`, as [`state`](Self::state) reads each, in as
     /// few round trips as the store allows; the answers come in the order of `keys`. For a
     /// partitions node that looks for the partitions nobody keeps. The groups may be read at
@@ -284,6 +307,14 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Arc<S> {
 
     async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         (**self).claim(key).await
+    }
+
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        (**self).prefer(key, preferred).await
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        (**self).preference(key).await
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {

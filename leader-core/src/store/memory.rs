@@ -8,11 +8,11 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::reserved::{self, Reserved};
+use super::reserved::{self, Preferred, Reserved};
 use super::watch::Watchers;
 use super::{
     AcquireOutcome, AcquireRequest, ClaimInfo, Grant, GroupSnapshot, GroupWatch, LeaseStore,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
+    Preference, ReleaseOutcome, RenewOutcome, Revocation, SlotInfo, SlotRef,
 };
 use crate::error::Error;
 use crate::token::LeaseToken;
@@ -56,6 +56,9 @@ struct Inner {
 struct Groups {
     by_key: HashMap<String, Group>,
     last_fence: u64,
+    /// Operators' preferences, by group key (kept apart from the groups, which are
+    /// forgotten while idle; a lapsed one is dropped by the next preference made).
+    preferences: HashMap<String, Preferred>,
     /// When the last sweep was, and how many groups it kept.
     last_sweep: Option<(Instant, usize)>,
     /// How far the store's clock was stepped ahead and back (`__step_clock`).
@@ -129,6 +132,7 @@ impl MemoryStore {
     pub fn __lose_data(&self, keep_fences: bool) {
         let mut groups = self.groups();
         groups.by_key.clear();
+        groups.preferences.clear();
         if !keep_fences {
             groups.last_fence = 0;
         }
@@ -223,7 +227,8 @@ impl LeaseStore for MemoryStore {
         // The store's clock is read under the lock, as a script reads TIME: operations
         // are ordered by the lock, and so are the times they see.
         let now = groups.now();
-        let Groups { by_key, last_fence, last_sweep, .. } = &mut *groups;
+        let Groups { by_key, last_fence, last_sweep, preferences, .. } = &mut *groups;
+        let preferred = Preferred::live(preferences.get(request.key), now);
         let group = Groups::entry(by_key, last_sweep, request.key, max_leaders, now);
         group.slots.retain(|slot| slot.expires_at > now);
         if let Some(slot) = group.slot_mut(request.token) {
@@ -249,7 +254,7 @@ impl LeaseStore for MemoryStore {
         }
         // A claim is made (or taken over by an earlier arrival) before the free slots are
         // counted, so a waiter that takes the claim over takes the slot it was kept for.
-        reserved::claim(&mut group.reserved, &request, now);
+        reserved::claim(&mut group.reserved, &request, now, preferred);
         let free = (group.max_leaders as usize).saturating_sub(group.slots.len());
         let refused_until = match free {
             0 => group.slots.iter().map(|slot| slot.expires_at).min(),
@@ -392,7 +397,34 @@ impl LeaseStore for MemoryStore {
     async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         let mut groups = self.groups();
         let now = groups.now();
-        Ok(groups.live(key, now).and_then(|group| reserved::info(group.reserved.as_ref(), now)))
+        let Groups { by_key, preferences, .. } = &mut *groups;
+        let preferred = Preferred::live(preferences.get(key), now);
+        let reserved = by_key.get(key).and_then(|group| group.reserved.as_ref());
+        Ok(reserved::info(reserved, now, preferred))
+    }
+
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        let mut groups = self.groups();
+        let now = groups.now();
+        groups.preferences.retain(|_, preference| preference.until > now);
+        match preferred {
+            Some((holder, ttl)) => {
+                let until = now.checked_add(ttl).unwrap_or(now + Duration::from_secs(86_400 * 365));
+                let preference = Preferred { holder: holder.to_owned(), until };
+                groups.preferences.insert(key.to_owned(), preference);
+            }
+            None => {
+                groups.preferences.remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        let groups = self.groups();
+        let now = groups.now();
+        let live = groups.preferences.get(key).filter(|preference| preference.until > now);
+        Ok(live.map(|p| Preference::new(p.holder.clone(), p.until - now)))
     }
 
     async fn watch_releases(&self, key: &str) -> Result<GroupWatch, Error> {
@@ -430,69 +462,4 @@ impl fmt::Debug for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(key: &str, token: LeaseToken, lease_time: Duration) -> AcquireRequest<'_> {
-        AcquireRequest::new(key, std::num::NonZeroU32::MIN, token, "test", lease_time)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn groups_nobody_uses_are_forgotten_and_fences_keep_increasing() {
-        let store = MemoryStore::new();
-        let mut last_fence = 0;
-        for i in 0..100_000 {
-            let key = format!("report-tenant-{i}");
-            let token = LeaseToken::generate().unwrap();
-            let AcquireOutcome::Granted(grant) =
-                store.acquire(request(&key, token, Duration::from_secs(10))).await.unwrap()
-            else {
-                panic!("a new group is free");
-            };
-            assert!(grant.fence > last_fence, "fences keep increasing");
-            last_fence = grant.fence;
-            let waiter = store.watch_releases(&key).await.unwrap();
-            store.release(&key, token, Duration::ZERO).await.unwrap();
-            drop(waiter);
-        }
-        assert_eq!(store.group_count(), 0, "released groups without waiters are forgotten");
-
-        // The same name again: a higher fence than it had.
-        let token = LeaseToken::generate().unwrap();
-        let again = store.acquire(request("report-tenant-0", token, Duration::from_secs(1))).await;
-        let AcquireOutcome::Granted(grant) = again.unwrap() else { panic!("free") };
-        assert!(grant.fence > last_fence);
-
-        // Holders that crash (never release) are forgotten once their slots expired and the
-        // store sees new names.
-        for i in 0..10_000 {
-            let key = format!("crashed-{i}");
-            let token = LeaseToken::generate().unwrap();
-            store.acquire(request(&key, token, Duration::from_millis(100))).await.unwrap();
-        }
-        tokio::time::advance(SWEEP_AFTER).await;
-        for i in 0..1_000 {
-            let key = format!("fresh-{i}");
-            let token = LeaseToken::generate().unwrap();
-            store.acquire(request(&key, token, Duration::from_secs(60))).await.unwrap();
-        }
-        assert!(store.group_count() <= 2_000, "{} groups kept", store.group_count());
-        assert!(store.group_count() >= 1_000, "live groups are kept");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_release_that_empties_the_group_forgets_it_and_still_wakes_its_waiters() {
-        let store = MemoryStore::new();
-        let token = LeaseToken::generate().unwrap();
-        store.acquire(request("busy", token, Duration::from_secs(10))).await.unwrap();
-        let mut waiter = store.watch_releases("busy").await.unwrap();
-        let mut observer = store.watch_changes("busy").await.unwrap();
-        store.release("busy", token, Duration::ZERO).await.unwrap();
-        assert_eq!(store.group_count(), 0, "the waiters' signals are kept apart from the slots");
-        tokio::time::timeout(Duration::from_secs(1), waiter.woken()).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(1), observer.woken()).await.unwrap();
-        // A grant in the forgotten group wakes the observer too.
-        store.acquire(request("busy", token, Duration::from_secs(10))).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(1), observer.woken()).await.unwrap();
-    }
-}
+mod tests;

@@ -67,7 +67,8 @@ pub(crate) use lease_store::renew_each;
 pub(crate) use lease_store::state_each;
 pub use memory::MemoryStore;
 pub use outcomes::{
-    AcquireOutcome, ClaimInfo, Grant, GroupSnapshot, ReleaseOutcome, RenewOutcome, SlotInfo,
+    AcquireOutcome, ClaimInfo, Grant, GroupSnapshot, Preference, ReleaseOutcome, RenewOutcome,
+    SlotInfo,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};

@@ -122,12 +122,52 @@ pub struct ClaimInfo {
     /// Time until the reservation lapses unless its candidate asks again (on etcd, an upper
     /// bound: the time its lease was granted for).
     pub expires_in: Duration,
+    /// The holder an operator prefers for the group ([`LeaseStore::prefer`]), if a live
+    /// preference names one when the claim was read: its claim goes before every other.
+    ///
+    /// [`LeaseStore::prefer`]: super::LeaseStore::prefer
+    pub preference: Option<String>,
 }
 
 impl ClaimInfo {
-    /// A reservation of `holder` at `priority`, waiting `waited`, lapsing in `expires_in`:
-    /// for a store written outside this crate.
+    /// A reservation of `holder` at `priority`, waiting `waited`, lapsing in `expires_in`,
+    /// under no preference: for a store written outside this crate.
     pub fn new(holder: String, priority: i32, waited: Duration, expires_in: Duration) -> Self {
-        ClaimInfo { holder, priority, waited, expires_in }
+        ClaimInfo { holder, priority, waited, expires_in, preference: None }
+    }
+
+    /// The same claim, read while an operator preferred `holder` (or no one).
+    #[must_use]
+    pub fn with_preference(mut self, holder: Option<String>) -> Self {
+        self.preference = holder;
+        self
+    }
+
+    /// Whether the waiting candidate is the one an operator prefers.
+    pub fn is_preferred(&self) -> bool {
+        self.preference.as_deref() == Some(self.holder.as_str())
+    }
+}
+
+/// An operator's preference for the holder that is to lead a group, as
+/// [`LeaseStore::preference`] reads it: while it lives, that holder's claim on the group's
+/// next free slot goes before every other, whatever their priorities, and a leader that
+/// looks for better candidates steps down for it once it waits.
+///
+/// [`LeaseStore::preference`]: super::LeaseStore::preference
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Preference {
+    /// The preferred holder id.
+    pub holder: String,
+    /// Time until the preference lapses by itself.
+    pub expires_in: Duration,
+}
+
+impl Preference {
+    /// A preference for `holder`, lapsing in `expires_in`: for a store written outside this
+    /// crate.
+    pub fn new(holder: String, expires_in: Duration) -> Self {
+        Preference { holder, expires_in }
     }
 }

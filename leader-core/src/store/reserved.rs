@@ -1,7 +1,8 @@
 //! A group's reservation of its next free slot, as the [`MemoryStore`](super::MemoryStore)
 //! keeps it (the Redis and PostgreSQL stores keep the same rules in their scripts): at most
-//! one per group, held by the waiter that arrived first among those that asked, for a while
-//! after each of its requests.
+//! one per group, held by the best waiter among those that asked (the holder an operator
+//! prefers, then the highest priority, then the earliest arrival), for a while after each of
+//! its requests.
 
 use tokio::time::Instant;
 
@@ -19,15 +20,35 @@ pub(super) struct Reserved {
     until: Instant,
 }
 
-/// The live reservation at `now`, as [`LeaseStore::claim`](super::LeaseStore::claim) shows it.
-pub(super) fn info(reserved: Option<&Reserved>, now: Instant) -> Option<ClaimInfo> {
+/// An operator's preference for a group's holder, until when it lives.
+#[derive(Debug, Clone)]
+pub(super) struct Preferred {
+    pub holder: String,
+    pub until: Instant,
+}
+
+impl Preferred {
+    /// The holder `preferred` names, if it lives at `now`.
+    pub(super) fn live(preferred: Option<&Preferred>, now: Instant) -> Option<&str> {
+        preferred.filter(|preferred| preferred.until > now).map(|p| p.holder.as_str())
+    }
+}
+
+/// The live reservation at `now`, as [`LeaseStore::claim`](super::LeaseStore::claim) shows it
+/// (under the live preference for `preferred`, if any).
+pub(super) fn info(
+    reserved: Option<&Reserved>,
+    now: Instant,
+    preferred: Option<&str>,
+) -> Option<ClaimInfo> {
     let claim = reserved.filter(|claim| claim.until > now)?;
-    Some(ClaimInfo {
-        holder: claim.holder.clone(),
-        priority: claim.priority,
-        waited: now - claim.arrival,
-        expires_in: claim.until - now,
-    })
+    let info = ClaimInfo::new(
+        claim.holder.clone(),
+        claim.priority,
+        now - claim.arrival,
+        claim.until - now,
+    );
+    Some(info.with_preference(preferred.map(str::to_owned)))
 }
 
 /// Whether `reserved` is a reservation still alive at `now`.
@@ -52,11 +73,18 @@ pub(super) fn held_back_until(
 }
 
 /// A `request` that claims the next free slot takes the group's reservation, unless a live
-/// one of a higher priority, or of the same priority and an arrival no later, holds it; its
-/// own reservation lives on from now. (Made before the slots are counted: a granted
-/// request's claim then ends with [`granted`].)
-pub(super) fn claim(reserved: &mut Option<Reserved>, request: &AcquireRequest<'_>, now: Instant) {
+/// one that goes first holds it: the holder an operator prefers (`preferred`), then a higher
+/// priority, then the same priority and an arrival no later. Its own reservation lives on
+/// from now. (Made before the slots are counted: a granted request's claim then ends with
+/// [`granted`].)
+pub(super) fn claim(
+    reserved: &mut Option<Reserved>,
+    request: &AcquireRequest<'_>,
+    now: Instant,
+    preferred: Option<&str>,
+) {
     let Some(asked) = request.reservation else { return };
+    let is_preferred = |holder: &str| preferred == Some(holder);
     let arrival = now.checked_sub(asked.waited).unwrap_or(now);
     let until = now + asked.hold_for;
     match reserved {
@@ -67,8 +95,15 @@ pub(super) fn claim(reserved: &mut Option<Reserved>, request: &AcquireRequest<'_
         }
         Some(claim)
             if claim.until > now
-                && (claim.priority, std::cmp::Reverse(claim.arrival))
-                    >= (asked.priority, std::cmp::Reverse(arrival)) => {}
+                && (
+                    is_preferred(&claim.holder),
+                    claim.priority,
+                    std::cmp::Reverse(claim.arrival),
+                ) >= (
+                    is_preferred(request.holder),
+                    asked.priority,
+                    std::cmp::Reverse(arrival),
+                ) => {}
         _ => {
             *reserved = Some(Reserved {
                 token: request.token,

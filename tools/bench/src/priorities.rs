@@ -2,6 +2,9 @@
 //! - the hand-over to a better candidate: a leader of priority 1 holds the role, a candidate
 //!   of priority 5 starts; the time from its start to its first fenced action (it leads
 //!   with a fence), with `step_down_delay` 200 ms and 2 s (the default);
+//! - the hand-over to a preferred candidate: a leader of priority 5 holds the role, a
+//!   candidate of priority 1 waits (for a second); the time from the operator's `prefer`
+//!   naming it to its first fenced action, with the same delays;
 //! - the announcement's cost: over 10 s of a steady state (a leader and a waiting candidate,
 //!   both of priority 1 and the default `step_down_delay`, so nobody steps down), the
 //!   waiting candidate's requests per second, the leader's reads of the claim per second,
@@ -29,9 +32,9 @@ const ROUNDS: usize = 5;
 const STEADY: Duration = Duration::from_secs(10);
 
 pub async fn run(say: &dyn Fn(String)) {
-    say("priorities: hand-over to a candidate of a higher priority (start to first fenced action), and what announcing costs".into());
-    say("| store | step_down_delay | hand-over: fastest | median | slowest |".into());
-    say("|---|---|---|---|---|".into());
+    say("priorities: hand-over to a candidate of a higher priority (start to first fenced action), to a preferred one (the operator's call to first fenced action), and what announcing costs".into());
+    say("| store | to | step_down_delay | hand-over: fastest | median | slowest |".into());
+    say("|---|---|---|---|---|---|".into());
     let memory = MemoryStore::new();
     let redis = RedisServer::start();
     let postgres = PostgresServer::start();
@@ -40,11 +43,13 @@ pub async fn run(say: &dyn Fn(String)) {
     let postgres_store =
         PostgresStore::connect(&postgres.url()).await.expect("PostgreSQL connects");
     let etcd_store = EtcdStore::connect(&etcd.url()).await.expect("etcd connects");
-    for delay in [Duration::from_millis(200), Duration::from_secs(2)] {
-        hand_overs("memory", &memory, delay, say).await;
-        hand_overs("Redis", &redis_store, delay, say).await;
-        hand_overs("PostgreSQL", &postgres_store, delay, say).await;
-        hand_overs("etcd", &etcd_store, delay, say).await;
+    for to in [To::Better, To::Preferred] {
+        for delay in [Duration::from_millis(200), Duration::from_secs(2)] {
+            hand_overs("memory", &memory, to, delay, say).await;
+            hand_overs("Redis", &redis_store, to, delay, say).await;
+            hand_overs("PostgreSQL", &postgres_store, to, delay, say).await;
+            hand_overs("etcd", &etcd_store, to, delay, say).await;
+        }
     }
     say(String::new());
     say(
@@ -77,30 +82,49 @@ async fn until_leading(leadership: &Leadership) {
     }
 }
 
-async fn hand_overs<S: IntoSharedStore + Clone>(
+/// Whom a hand-over goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    /// A candidate of a higher priority, from its start.
+    Better,
+    /// A waiting candidate of a lower priority, from the operator's preference for it.
+    Preferred,
+}
+
+async fn hand_overs<S: IntoSharedStore + LeaseStore + Clone>(
     name: &str,
     store: &S,
+    to: To,
     delay: Duration,
     say: &dyn Fn(String),
 ) {
     let mut times = Vec::with_capacity(ROUNDS);
+    let (first, next) =
+        if to == To::Better { (("low", 1), ("high", 5)) } else { (("high", 5), ("low", 1)) };
     for _ in 0..ROUNDS {
         let key = fresh_key(name);
-        let low = Leadership::start("r", store.clone(), options(&key, "low", 1, delay)).await;
-        let low = low.expect("starts");
-        until_leading(&low).await;
-        let started = Instant::now();
-        let high = Leadership::start("r", store.clone(), options(&key, "high", 5, delay)).await;
-        let high = high.expect("starts");
-        until_leading(&high).await;
+        let leader = Leadership::start("r", store.clone(), options(&key, first.0, first.1, delay));
+        let leader = leader.await.expect("starts");
+        until_leading(&leader).await;
+        let mut started = Instant::now();
+        let waiting = Leadership::start("r", store.clone(), options(&key, next.0, next.1, delay));
+        let waiting = waiting.await.expect("starts");
+        if to == To::Preferred {
+            sleep(Duration::from_secs(1)).await;
+            assert!(leader.is_leader(), "{name}: a worse candidate took over");
+            started = Instant::now();
+            store.prefer(&key, Some((next.0, Duration::from_secs(60)))).await.expect("prefers");
+        }
+        until_leading(&waiting).await;
         times.push(started.elapsed());
-        high.stop().await.expect("stops");
-        low.stop().await.expect("stops");
+        waiting.stop().await.expect("stops");
+        leader.stop().await.expect("stops");
     }
     times.sort_unstable();
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+    let to = if to == To::Better { "higher priority" } else { "preferred" };
     say(format!(
-        "| {name} | {delay:?} | {} | {} | {} |",
+        "| {name} | {to} | {delay:?} | {} | {} | {} |",
         ms(times[0]),
         ms(times[ROUNDS / 2]),
         ms(times[ROUNDS - 1])

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
 
+use leader::LeaseStore;
+
 use crate::actors::{GROUP, Kind, Running, SET, Timing};
 use crate::oracle::read;
 use crate::rng::Rng;
@@ -58,6 +60,9 @@ struct Plan {
     /// The store's own faults, in the first six leases of the window (so the leases they
     /// cut short run out before the faults end).
     store_faults: Vec<(Duration, StoreFault)>,
+    /// The holder an operator prefers for the group from the faults' end: a role's, or
+    /// `ghost` (a holder that never comes).
+    preference: Option<String>,
 }
 
 impl Plan {
@@ -115,7 +120,16 @@ impl Plan {
             store_faults.push((at, fault));
         }
         store_faults.sort_by_key(|(at, _)| *at);
-        Plan { timing, command_timeout, fault_window, candidates, events, store_faults }
+        let roles: Vec<&String> = candidates
+            .iter()
+            .filter(|(kind, _)| matches!(kind, Kind::Role { .. }))
+            .map(|(_, holder)| holder)
+            .collect();
+        let preference = rng.chance(300).then(|| match rng.below(roles.len() as u64 + 1) {
+            0 => "ghost".to_owned(),
+            index => roles[index as usize - 1].clone(),
+        });
+        Plan { timing, command_timeout, fault_window, candidates, events, store_faults, preference }
     }
 
     /// How much longer the store's slots last because its clock stepped back.
@@ -255,6 +269,12 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     sleep_until(start + plan.fault_window).await;
     store_faults.await.expect("the store's faults are applied");
     world.end_faults();
+    if let Some(holder) = &plan.preference {
+        let key = format!("leader:{GROUP}");
+        let preferred = Some((holder.as_str(), 1000 * timing.lease));
+        world.store.prefer(&key, preferred).await.expect("the memory store keeps preferences");
+        world.log("operator", format_args!("prefers {holder} for {key}"));
+    }
     for seat in seats.iter_mut().filter(|seat| seat.running.is_none()) {
         seat.start(&world, timing);
     }
@@ -310,8 +330,9 @@ async fn simulate(seed: u64, mutant: Option<Mutant>, echo: bool) -> Outcome {
     Outcome { seed, mutant, violations, trace: world.trace(), recovered_after, checks }
 }
 
-/// The running role that must lead after the faults: with one slot, every running role of a
-/// priority, and one of them of a priority above 0 and above every other's.
+/// The running role that must lead after the faults: with one slot and every running role
+/// of a priority, the one the operator prefers, or else one of a priority above 0 and above
+/// every other's.
 fn best_role(plan: &Plan, seats: &[Seat]) -> Option<String> {
     if plan.timing.max_leaders != 1 {
         return None;
@@ -320,6 +341,9 @@ fn best_role(plan: &Plan, seats: &[Seat]) -> Option<String> {
     for seat in seats {
         if let (Kind::Role { priority }, Some(running)) = (seat.kind, &seat.running) {
             roles.push((priority?, running.who.clone()));
+            if plan.preference.as_ref() == Some(&seat.holder) {
+                roles.last_mut().expect("just pushed").0 = i32::MAX;
+            }
         }
     }
     roles.sort_by_key(|(priority, _)| std::cmp::Reverse(*priority));

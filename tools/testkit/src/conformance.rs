@@ -26,6 +26,7 @@
 mod grants;
 mod guards;
 mod observers;
+mod preferences;
 mod priorities;
 mod releases;
 mod reservations;
@@ -60,6 +61,10 @@ pub use self::guards::{
 pub use self::observers::{
     a_batch_read_answers_each_group_as_a_read_would, an_observer_of_an_idle_group_reads_nothing,
     an_observer_sees_grants_releases_and_expiries, state_reports_live_slots,
+};
+pub use self::preferences::{
+    a_leader_steps_down_for_the_preferred_holder_and_for_no_absent_one,
+    a_preferred_holder_takes_the_claim_whatever_its_priority,
 };
 pub use self::priorities::{
     a_higher_priority_takes_the_reservation_and_the_claim_names_it,
@@ -137,6 +142,8 @@ macro_rules! with_every_rule {
             a_reservation_lapses_and_never_holds_back_a_second_free_slot,
             a_higher_priority_takes_the_reservation_and_the_claim_names_it,
             a_leader_steps_down_only_for_a_strictly_higher_priority,
+            a_preferred_holder_takes_the_claim_whatever_its_priority,
+            a_leader_steps_down_for_the_preferred_holder_and_for_no_absent_one,
             release_wakes_watchers,
             shortening_renewal_wakes_watchers,
             state_reports_live_slots,

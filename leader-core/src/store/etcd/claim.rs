@@ -2,7 +2,8 @@
 //! [`LeaseStore::keeps_reservations`](crate::LeaseStore::keeps_reservations)), on etcd.
 //!
 //! The claim is the group's `{prefix}{key} last claim` key: `{token} {arrival µs} {hold ms}
-//! {priority} {holder}` (the highest priority, then the earliest arrival, holds it),
+//! {priority} {holder}` (the holder an operator prefers, then the highest priority, then the
+//! earliest arrival, holds it; see `preference.rs`),
 //! bound to a lease of its own that only its holder's requests keep alive, so a claim whose
 //! holder stopped asking is deleted by etcd within its hold (rounded up to whole seconds,
 //! and at least the cluster's minimum TTL). Arrival is the requesting client's clock minus
@@ -79,10 +80,11 @@ impl Claim {
     }
 
     /// Whether this claim goes before `other`: a higher priority, or the same and an
-    /// earlier arrival.
-    fn before(&self, other: &Claim) -> bool {
-        (self.priority, std::cmp::Reverse(self.arrival_us))
-            > (other.priority, std::cmp::Reverse(other.arrival_us))
+    /// earlier arrival (`preferred`: whether each is of the holder an operator prefers,
+    /// which goes first).
+    fn before(&self, other: &Claim, preferred: (bool, bool)) -> bool {
+        (preferred.0, self.priority, std::cmp::Reverse(self.arrival_us))
+            > (preferred.1, other.priority, std::cmp::Reverse(other.arrival_us))
     }
 }
 
@@ -120,9 +122,12 @@ pub(crate) fn step(
             priority: reservation.priority,
         }
     });
+    let is_preferred = |holder: &str| group.preferred.as_deref() == Some(holder);
+    let held_holder = group.claim.as_ref().map_or("", |key| key.holder.as_str());
+    let preferred = (is_preferred(request.holder), is_preferred(held_holder));
     match (held, asked) {
         (Some(held), Some(asked)) if held.token == asked.token => Holds { write: None },
-        (Some(held), Some(asked)) if asked.before(&held) => Holds { write: Some(asked) },
+        (Some(held), Some(asked)) if asked.before(&held, preferred) => Holds { write: Some(asked) },
         (None, Some(asked)) => Holds { write: Some(asked) },
         (Some(held), _) if held.token == request.token => Holds { write: None },
         (Some(held), _) if (max as usize).saturating_sub(group.slots.len()) <= 1 => {
@@ -207,28 +212,25 @@ impl EtcdStore {
         self.write_claim(bound, keys, group, claim, holder).await
     }
 
-    /// [`LeaseStore::claim`](crate::LeaseStore::claim): the claim key of `key`, read alone.
-    /// Its time left is the claim's TTL (its lease's time to live is not asked).
+    /// [`LeaseStore::claim`](crate::LeaseStore::claim): the claim key of `key` and its
+    /// preference key, read together. Its time left is the claim's TTL (its lease's time to
+    /// live is not asked).
     pub(crate) async fn claim_of(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         let keys = self.keys(key)?;
-        let bound = self.bound("claim");
-        let name = keys.claim();
-        let read = self.inner.members.call(&bound, |client| {
-            let name = name.clone();
-            async move { client.kv_client().get(name, None).await }
-        });
-        let reply = read.await?;
-        let Some(key) = reply.kvs().first().map(ClaimKey::read) else { return Ok(None) };
+        let [claim, preferred] = self.read_keys("claim", [keys.claim(), keys.preferred()]).await?;
+        let Some(key) = claim.as_ref().map(ClaimKey::read) else { return Ok(None) };
         let Some(claim) = key.claim else { return Ok(None) };
+        let preferred = preferred.as_ref().and_then(super::preference::preferred_holder);
         let now_us = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
         let waited_us = u64::try_from(now_us).unwrap_or(u64::MAX).saturating_sub(claim.arrival_us);
         let expires_in = super::leases::secs(self.claim_ttl(claim.hold));
-        Ok(Some(ClaimInfo::new(
+        let info = ClaimInfo::new(
             key.holder,
             claim.priority,
             Duration::from_micros(waited_us),
             expires_in,
-        )))
+        );
+        Ok(Some(info.with_preference(preferred)))
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) struct Group {
     pub last_size: Option<u32>,
     /// The group's claim key, if it is there (see `claim.rs`).
     pub claim: Option<ClaimKey>,
+    /// The holder an operator prefers, if a live preference names one (see `claim.rs`).
+    pub preferred: Option<String>,
 }
 
 impl Group {
@@ -41,6 +43,7 @@ impl Group {
                         std::str::from_utf8(kv.value()).ok().and_then(|v| v.parse().ok());
                 }
                 Some(Part::Claim) => group.claim = Some(ClaimKey::read(kv)),
+                Some(Part::Preferred) => group.preferred = super::preference::preferred_holder(kv),
                 None => {}
             }
         }

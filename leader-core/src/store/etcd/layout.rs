@@ -9,6 +9,7 @@
 //! | `{prefix}{key} last {i}` | `held {ttl} {max_leaders}`: slot `i`'s holder, granted under that size, has not released it | a marker lease, never kept alive |
 //! | `{prefix}{key} max` | the `max_leaders` of the group's latest grant, for the next guess | a marker lease |
 //! | `{prefix}{key} last claim` | `{token} {arrival µs} {hold ms} {priority} {holder}`: the group's claim on its next free slot (see `claim.rs`) | its own, kept alive by its holder's requests |
+//! | `{prefix}{key} preferred` | `{until ms since the epoch} {holder}`: the holder an operator prefers for the group (see `claim.rs`) | its own, of the preference's time |
 //! | `{prefix}{key} last unanswered {lease}` | empty: a grant on session lease `{lease}` got no answer, and every grant decided before this key was written can no longer commit (see `sessions.rs`) | that session's |
 //!
 //! The fence of a slot is its key's `create_revision`: etcd's revision, which counts every
@@ -74,6 +75,12 @@ impl GroupKeys {
         format!("{}last unanswered {lease:x}", self.range)
     }
 
+    /// The holder an operator prefers for the group (see `claim.rs`): outside the markers'
+    /// range, so a preference made meanwhile never makes a grant decide again.
+    pub(crate) fn preferred(&self) -> String {
+        format!("{}preferred", self.range)
+    }
+
     /// The start of every marker key.
     pub(crate) fn markers(&self) -> String {
         format!("{}last ", self.range)
@@ -85,6 +92,7 @@ impl GroupKeys {
         let rest = std::str::from_utf8(rest).ok()?;
         match rest.split_once(' ') {
             None if rest == "max" => Some(Part::Max),
+            None if rest == "preferred" => Some(Part::Preferred),
             Some(("slot", index)) => index.parse().ok().map(Part::Slot),
             Some(("last", "claim")) => Some(Part::Claim),
             Some(("last", index)) => index.parse().ok().map(Part::Last),
@@ -100,6 +108,7 @@ pub(crate) enum Part {
     Slot(u32),
     Last(u32),
     Claim,
+    Preferred,
 }
 
 /// A live slot, as its key holds it.

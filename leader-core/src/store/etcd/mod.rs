@@ -77,6 +77,7 @@ mod layout;
 mod leases;
 mod members;
 mod ownership;
+mod preference;
 mod release;
 mod sessions;
 mod slots;
@@ -104,7 +105,7 @@ use self::slots::KnownSlots;
 use super::bound::Bound;
 use super::{
     AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
+    Preference, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::error::Error;
 use crate::store::watch::Interest;
@@ -394,6 +395,14 @@ impl LeaseStore for EtcdStore {
 
     async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         crate::store::located(&self.inner.endpoint, self.claim_of(key)).await
+    }
+
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        crate::store::located(&self.inner.endpoint, self.set_preference(key, preferred)).await
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        crate::store::located(&self.inner.endpoint, self.preference_of(key)).await
     }
 
     /// The groups' ranges in one read-only transaction per [`RENEW_BATCH_LEN`] groups, then

@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
     AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
+    Preference, RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::token::LeaseToken;
 
@@ -265,12 +265,46 @@ impl LeaseStore for PostgresStore {
                 let ms = row.try_get::<_, i64>(column).map_err(|e| decode("claim", e))?;
                 Ok::<_, Error>(between(0, ms.saturating_mul(1000)))
             };
-            Ok(Some(ClaimInfo::new(
+            let claim = ClaimInfo::new(
                 row.try_get("holder").map_err(|e| decode("claim", e))?,
                 row.try_get("priority").map_err(|e| decode("claim", e))?,
                 ms("waited_ms")?,
                 ms("expires_in_ms")?,
-            )))
+            );
+            let preferred = row.try_get("preferred").map_err(|e| decode("claim", e))?;
+            Ok(Some(claim.with_preference(preferred)))
+        })
+        .await
+    }
+
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let names = &self.inner.names;
+            match preferred {
+                Some((holder, ttl)) => {
+                    let ttl = millis(ttl).max(1);
+                    let params: [&(dyn ToSql + Sync); 3] = [&key, &holder, &ttl];
+                    self.query(Call::candidate("prefer", &names.prefer_sql), &params).await?;
+                }
+                None => {
+                    let params: [&(dyn ToSql + Sync); 1] = [&key];
+                    self.query(Call::candidate("prefer", &names.unprefer_sql), &params).await?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let sql = &self.inner.names.preference_sql;
+            let params: [&(dyn ToSql + Sync); 1] = [&key];
+            let rows = self.query(Call::read("preference", sql), &params).await?;
+            let Some(row) = rows.first() else { return Ok(None) };
+            let holder = row.try_get("holder").map_err(|e| decode("preference", e))?;
+            let ms: i64 = row.try_get("expires_in_ms").map_err(|e| decode("preference", e))?;
+            Ok(Some(Preference::new(holder, between(0, ms.saturating_mul(1000)))))
         })
         .await
     }

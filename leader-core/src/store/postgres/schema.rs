@@ -29,7 +29,7 @@ const ACQUIRE_SQL: &str = include_str!("sql/acquire.sql");
 /// its functions) and refuses one of a newer version. Bump it when the schema text
 /// changes, and record the new text's digest in [`SCHEMA_DIGESTS`] (a test fails until
 /// both are done).
-const SCHEMA_VERSION: &str = "leader-core schema 10";
+const SCHEMA_VERSION: &str = "leader-core schema 11";
 
 /// What precedes the number in a schema version.
 const VERSION_PREFIX: &str = "leader-core schema ";
@@ -46,11 +46,12 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 8", 14595019790220804352),
     ("leader-core schema 9", 13912712618655967851),
     ("leader-core schema 10", 11566335678571283665),
+    ("leader-core schema 11", 513250957247612130),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as
 /// information_schema.columns names it)]).
-const SHAPE: [(&str, &[(&str, &str)]); 3] = [
+const SHAPE: [(&str, &[(&str, &str)]); 4] = [
     ("groups", &[("key", "text"), ("max_leaders", "integer"), ("last_fence", "bigint")]),
     (
         "slots",
@@ -73,6 +74,10 @@ const SHAPE: [(&str, &[(&str, &str)]); 3] = [
             ("priority", "integer"),
             ("holder", "text"),
         ],
+    ),
+    (
+        "preferences",
+        &[("key", "text"), ("holder", "text"), ("held_until", "timestamp with time zone")],
     ),
 ];
 

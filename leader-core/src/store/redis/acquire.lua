@@ -3,14 +3,15 @@
 local now, clock = server_time()
 
 -- A request that claims the next free slot (ARGV[7], "waited_ms:hold_ms:priority") takes
--- the group's claim, unless a live one of a higher priority, or of the same priority and an
--- arrival no later, holds it; its own claim lives on from now. Made before
+-- the group's claim, unless a live one that goes first holds it: the holder an operator
+-- prefers (KEYS[3], read only when two claims meet), then a higher priority, then the same
+-- priority and an arrival no later; its own claim lives on from now. Made before
 -- the free slots are counted, so a waiter that takes the claim over takes the slot it was
 -- kept for. Answers the live claim after it: until when, for which token, and the
 -- request's own hold (nil when it made no claim). A server out of memory refuses the write
 -- (pcall): the claim stays as it was.
 local function claim_next_slot(value, now)
-  local until_ms, owner, owner_arrival, owner_priority = claim_of(value, now)
+  local until_ms, owner, owner_arrival, owner_priority, owner_holder = claim_of(value, now)
   local waited, hold, priority = string.match(ARGV[7], '^(%d+):(%d+):(%-?%d+)$')
   if not waited then
     return until_ms, owner, nil
@@ -19,9 +20,16 @@ local function claim_next_slot(value, now)
   priority = tonumber(priority)
   if until_ms and owner == token then
     arrival = math.min(arrival, owner_arrival)
-  elseif until_ms and (owner_priority > priority
-      or (owner_priority == priority and owner_arrival <= arrival)) then
-    return until_ms, owner, tonumber(hold)
+  elseif until_ms then
+    local preferred = preferred_holder(KEYS[3])
+    local owner_first = owner_holder == preferred
+    if owner_first == (ARGV[2] == preferred) then
+      owner_first = owner_priority > priority
+        or (owner_priority == priority and owner_arrival <= arrival)
+    end
+    if owner_first then
+      return until_ms, owner, tonumber(hold)
+    end
   end
   local claimed = now + tonumber(hold)
   local written = redis.pcall('HSET', group, 'reserved',

@@ -3,10 +3,10 @@
 -- else); acquire.lua goes on after the prelude.
 --
 -- acquire: grant a free slot, return the same grant to a retry, or report the nearest expiry.
--- KEYS[1] group, KEYS[2] full marker
+-- KEYS[1] group, KEYS[2] full marker, KEYS[3] the operator's preferred holder
 -- ARGV[1] token, ARGV[2] holder, ARGV[3] lease_ms, ARGV[4] max_leaders, ARGV[5] grant channel,
 -- ARGV[6] lease_ms + the idle group TTL in ms, ARGV[7] a claim to the next free slot,
--- "waited_ms:hold_ms", or '' (see "reserved" in the prelude)
+-- "waited_ms:hold_ms:priority", or '' (see "reserved" and "preferred" in the prelude)
 -- Reply: {1, fence, acquired_ms, expires_ms, now_ms}   granted (new, or already held by token;
 --                                                      the fence as its decimal digits)
 --        {0, nearest_expiry_in_ms}                      full

@@ -29,6 +29,8 @@ pub struct RedisGroupLayout {
     pub group: String,
     /// The marker that the group is full, until just before its nearest expiry.
     pub full: String,
+    /// The holder an operator prefers for the group, while the preference lives.
+    pub preferred: String,
     /// Where a grant is published, while a [`GroupObserver`](crate::GroupObserver) (in any
     /// process) watches the group.
     pub grant_channel: String,
@@ -45,6 +47,7 @@ impl RedisStore {
         Ok(RedisGroupLayout {
             group: keys.group().to_string(),
             full: keys.full().to_string(),
+            preferred: keys.preferred().to_string(),
             grant_channel: keys.grant_channel().to_string(),
             release_channel: keys.release_channel().to_string(),
         })

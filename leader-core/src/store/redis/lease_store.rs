@@ -9,15 +9,15 @@ use async_trait::async_trait;
 use super::connection::ToRedisArgsDyn;
 use super::failures::unavailable;
 use super::scripts::{
-    ACQUIRE, CLAIM, GroupKeys, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW, RENEW_MANY, REVOKE, STATE,
-    STATE_MANY, TokenArg,
+    ACQUIRE, CLAIM, GroupKeys, PREFER, PREFERENCE, RELEASE, RELEASE_CHANNEL_PREFIX, RENEW,
+    RENEW_MANY, REVOKE, STATE, STATE_MANY, TokenArg,
 };
 use super::{RedisStore, observed, reply};
 use crate::duration::ceil_millis as millis;
 use crate::error::Error;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, GroupWatch, HeldSlot, LeaseStore,
-    RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
+    Preference, RENEW_BATCH_LEN, ReleaseOutcome, RenewOutcome, Revocation, SlotRef,
 };
 use crate::token::LeaseToken;
 
@@ -109,7 +109,7 @@ impl LeaseStore for RedisStore {
                     "acquire",
                     request.key,
                     &ACQUIRE,
-                    &[&keys.group(), &keys.full()],
+                    &[&keys.group(), &keys.full(), &keys.preferred()],
                     &[
                         &TokenArg(request.token),
                         &request.holder,
@@ -268,8 +268,30 @@ impl LeaseStore for RedisStore {
     async fn claim(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         crate::store::located(&self.inner.endpoint, async {
             let keys = GroupKeys::new(key)?;
-            let reply = self.call("claim", key, &CLAIM, &[&keys.group()], &[]).await?;
+            let named: [&dyn ToRedisArgsDyn; 2] = [&keys.group(), &keys.preferred()];
+            let reply = self.call("claim", key, &CLAIM, &named, &[]).await?;
             reply::claim(reply)
+        })
+        .await
+    }
+
+    async fn prefer(&self, key: &str, preferred: Option<(&str, Duration)>) -> Result<(), Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let (holder, ttl) = preferred.unwrap_or(("", Duration::ZERO));
+            let ttl = millis(ttl).max(1);
+            self.call("prefer", key, &PREFER, &[&keys.preferred()], &[&holder, &ttl]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn preference(&self, key: &str) -> Result<Option<Preference>, Error> {
+        crate::store::located(&self.inner.endpoint, async {
+            let keys = GroupKeys::new(key)?;
+            let reply =
+                self.call("preference", key, &PREFERENCE, &[&keys.preferred()], &[]).await?;
+            reply::preference(reply)
         })
         .await
     }

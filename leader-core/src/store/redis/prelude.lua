@@ -21,6 +21,9 @@
 -- max_leaders records besides the bookkeeping fields (tokens are 32 hex digits, so no record
 -- is named like one of them).
 --
+-- {K}:preferred, a string: the holder id an operator prefers for the group, expiring with
+-- the preference (PX). While it lives, that holder's claim goes before every other.
+--
 -- {K}:full, the string FULL_PREFIX .. max_leaders, exists only while the group is known to
 -- be full: an acquire refused after reading the records sets it to expire just before the
 -- group's nearest expiry, a release deletes it, and a renewal or release that moves a
@@ -182,4 +185,11 @@ local function claim_of(value, now)
     return nil
   end
   return until_ms, owner, arrival, priority, holder
+end
+
+-- The holder an operator prefers for the group (the string at `key`), or false: anything
+-- but a string there is no preference.
+local function preferred_holder(key)
+  local value = redis.pcall('GET', key)
+  return type(value) == 'string' and value
 end

@@ -7,8 +7,8 @@ use redis::Value;
 use crate::error::Error;
 use crate::store::answer::{Answer, Decode};
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, ReleaseOutcome, RenewOutcome,
-    SlotInfo,
+    AcquireOutcome, AcquireRequest, ClaimInfo, GroupSnapshot, Preference, ReleaseOutcome,
+    RenewOutcome, SlotInfo,
 };
 
 fn malformed(operation: &'static str, reply: &Value) -> Error {
@@ -176,7 +176,9 @@ pub(super) fn state_many(reply: Value, count: usize) -> Result<Vec<GroupSnapshot
 
 pub(super) fn claim(reply: Value) -> Result<Option<ClaimInfo>, Error> {
     let Value::Array(items) = &reply else { return Err(malformed("claim", &reply)) };
-    let [expires_in, waited, priority, Value::BulkString(holder)] = items.as_slice() else {
+    let [expires_in, waited, priority, Value::BulkString(holder), Value::BulkString(preferred)] =
+        items.as_slice()
+    else {
         return if items.is_empty() { Ok(None) } else { Err(malformed("claim", &reply)) };
     };
     let (Some(expires_in), Some(waited), Some(priority)) =
@@ -186,5 +188,24 @@ pub(super) fn claim(reply: Value) -> Result<Option<ClaimInfo>, Error> {
     };
     let priority = i32::try_from(priority).map_err(|_| malformed("claim", &reply))?;
     let holder = String::from_utf8_lossy(holder).into_owned();
-    Ok(Some(ClaimInfo { holder, priority, waited: span(waited), expires_in: span(expires_in) }))
+    let preferred =
+        (!preferred.is_empty()).then(|| String::from_utf8_lossy(preferred).into_owned());
+    let claim = ClaimInfo::new(holder, priority, span(waited), span(expires_in));
+    Ok(Some(claim.with_preference(preferred)))
+}
+
+/// `{}` (none) or `{holder, expires_in_ms}` (preference.lua).
+pub(super) fn preference(reply: Value) -> Result<Option<Preference>, Error> {
+    let Value::Array(items) = &reply else { return Err(malformed("preference", &reply)) };
+    match items.as_slice() {
+        [] => Ok(None),
+        [Value::BulkString(holder), expires_in] => {
+            // PTTL answers -1 for a key without an expiry, which this store never writes.
+            let expires_in = int(expires_in).filter(|ms| *ms >= 0);
+            let expires_in = expires_in.ok_or_else(|| malformed("preference", &reply))?;
+            let holder = String::from_utf8_lossy(holder).into_owned();
+            Ok(Some(Preference::new(holder, span(expires_in))))
+        }
+        _ => Err(malformed("preference", &reply)),
+    }
 }

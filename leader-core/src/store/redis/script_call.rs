@@ -31,9 +31,10 @@ impl ScriptCall {
         Ok(ScriptCall {
             source: ACQUIRE.source,
             args: vec![
-                "2".to_owned(),
+                "3".to_owned(),
                 keys.group().to_string(),
                 keys.full().to_string(),
+                keys.preferred().to_string(),
                 token.to_owned(),
                 holder.to_owned(),
                 lease_ms.to_string(),

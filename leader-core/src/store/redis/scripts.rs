@@ -23,7 +23,7 @@ pub(crate) struct LuaScript {
 /// from its own, possibly stale, copy ("not held" to a healthy leader, "full" from a
 /// refusal whose writes failed quietly). The writing scripts carry `allow-oom`: their
 /// writes are a few bytes per slot, so a server out of memory still grants, renews and
-/// releases. `state`, `state_many` and `claim` carry `no-writes`, so they also answer on a replica.
+/// releases. `state`, `state_many`, `claim` and `preference` carry `no-writes`, so they also answer on a replica.
 macro_rules! lua_script {
     ($name:literal, $index:literal, $shebang:literal) => {
         lua_script!($name, $index, $shebang, "")
@@ -49,7 +49,7 @@ macro_rules! lua_script {
 }
 
 /// How many scripts there are.
-pub(crate) const SCRIPT_COUNT: usize = 9;
+pub(crate) const SCRIPT_COUNT: usize = 11;
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
     lua_script!("acquire", 0, "#!lua flags=allow-oom", include_str!("acquire_refusal.lua"));
 pub(crate) static RENEW: LazyLock<LuaScript> = lua_script!("renew", 1, "#!lua flags=allow-oom");
@@ -62,6 +62,9 @@ pub(crate) static RENEW_MANY: LazyLock<LuaScript> =
 pub(crate) static STATE_MANY: LazyLock<LuaScript> =
     lua_script!("state_many", 7, "#!lua flags=no-writes");
 pub(crate) static CLAIM: LazyLock<LuaScript> = lua_script!("claim", 8, "#!lua flags=no-writes");
+pub(crate) static PREFER: LazyLock<LuaScript> = lua_script!("prefer", 9, "#!lua flags=allow-oom");
+pub(crate) static PREFERENCE: LazyLock<LuaScript> =
+    lua_script!("preference", 10, "#!lua flags=no-writes");
 
 /// The Redis keys and channels of one group. The keys share the hash tag `{key}`, so a
 /// Cluster keeps them on one slot. They are written straight into each command, so a call
@@ -94,6 +97,12 @@ impl<'a> GroupKeys<'a> {
     /// Marks the group full until just before its nearest expiry: `{key}:full`.
     pub(crate) fn full(self) -> Named<'a> {
         Named { before: "{", key: self.key, after: "}:full" }
+    }
+
+    /// The holder an operator prefers for the group, while the preference lives:
+    /// `{key}:preferred`.
+    pub(crate) fn preferred(self) -> Named<'a> {
+        Named { before: "{", key: self.key, after: "}:preferred" }
     }
 
     /// The channel a release is published on (while a candidate may wait, or a tool watches).

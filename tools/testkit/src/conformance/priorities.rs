@@ -59,10 +59,10 @@ pub async fn a_higher_priority_takes_the_reservation_and_the_claim_names_it<
 /// How long a better candidate must have waited before the leader steps down for it, in
 /// [`a_leader_steps_down_only_for_a_strictly_higher_priority`]: twice the life of an
 /// announcement (1 s), so a candidate that died at once is never stepped down for.
-const STEP_DOWN_DELAY: Duration = Duration::from_secs(2);
+pub(super) const STEP_DOWN_DELAY: Duration = Duration::from_secs(2);
 
 /// A role on group `key` of `store`, held by `id` with `priority`.
-async fn candidate<S: LeaseStore + Clone + 'static>(
+pub(super) async fn candidate<S: LeaseStore + Clone + 'static>(
     store: &S,
     key: &str,
     id: &str,
@@ -78,7 +78,7 @@ async fn candidate<S: LeaseStore + Clone + 'static>(
 }
 
 /// Waits up to `within` for `leadership` to lead.
-async fn until_leading(leadership: &Leadership, within: Duration, what: &str) {
+pub(super) async fn until_leading(leadership: &Leadership, within: Duration, what: &str) {
     timeout(within, async {
         while !leadership.is_leader() {
             sleep(Duration::from_millis(20)).await;

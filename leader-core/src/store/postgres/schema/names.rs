@@ -141,8 +141,14 @@ pub(crate) struct Names {
     pub revoke_sql: String,
     pub state_sql: String,
     pub state_many_sql: String,
-    /// The group `$1`'s live claim (a row, or none).
+    /// The group `$1`'s live claim (a row, or none), with the holder an operator prefers
+    /// (`preferred`, NULL for none).
     pub claim_info_sql: String,
+    /// Records `$2` as the preferred holder of group `$1` for `$3` ms (and drops lapsed
+    /// preferences); withdraws group `$1`'s; reads it (a row, or none).
+    pub prefer_sql: String,
+    pub unprefer_sql: String,
+    pub preference_sql: String,
     pub list_sql: String,
     /// Announces waiters of group `$1` (on the LISTEN connection), and withdraws them.
     pub announce_sql: String,
@@ -199,7 +205,27 @@ impl Names {
             release_sql: format!("SELECT * FROM {}($1, $2, $3)", qualified("release")),
             revoke_sql: format!("SELECT * FROM {}($1, $2, $3, $4, $5)", qualified("revoke")),
             state_sql: format!("SELECT * FROM {}($1)", qualified("state")),
-            claim_info_sql: format!("SELECT * FROM {}($1)", qualified("claim_info")),
+            claim_info_sql: format!(
+                "SELECT c.*, {}($1) AS preferred FROM {}($1) AS c",
+                qualified("preferred"),
+                qualified("claim_info")
+            ),
+            prefer_sql: format!(
+                "WITH lapsed AS (DELETE FROM {0} WHERE held_until <= clock_timestamp() AND key <> $1) \
+                 INSERT INTO {0} AS p (key, holder, held_until) \
+                 VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond') \
+                 ON CONFLICT (key) DO UPDATE \
+                 SET holder = excluded.holder, held_until = excluded.held_until",
+                qualified("preferences")
+            ),
+            unprefer_sql: format!("DELETE FROM {} WHERE key = $1", qualified("preferences")),
+            preference_sql: format!(
+                "SELECT p.holder, \
+                 ceil(extract(epoch FROM p.held_until - clock_timestamp()) * 1000)::bigint \
+                 AS expires_in_ms FROM {} AS p WHERE p.key = $1 AND p.holder = {}($1)",
+                qualified("preferences"),
+                qualified("preferred")
+            ),
             state_many_sql: format!(
                 "SELECT u.n, r.* FROM unnest($1::text[]) WITH ORDINALITY AS u(key, n) \
                  CROSS JOIN LATERAL {}(u.key) AS r ORDER BY u.n, r.fence",

@@ -1,8 +1,9 @@
 -- claim: a refused acquire's claim on the group's next free slot (fair waiting), made by
 -- the statement of an acquire that asks for one (schema/names.rs: the acquire statement,
--- then this on a refusal). The claim goes to this token unless a live one of a higher
--- priority, or of the same priority and an arrival no later, holds it (a claim by the same
--- token keeps its earliest arrival); it lives `p_hold_ms` from now.
+-- then this on a refusal). The claim goes to this token unless a live one that goes first
+-- holds it: the holder an operator prefers (__P__preferences), then a higher priority, then
+-- the same priority and an arrival no later (a claim by the same token keeps its earliest
+-- arrival); it lives `p_hold_ms` from now.
 -- Answers `p_answer`, the acquire's, unless this claim took over one that held back a free
 -- slot: then it asks grant again, for the slot the claim now keeps for this token. The
 -- claim's holder is told a nearest expiry within half the claim's life, so it asks again
@@ -22,21 +23,30 @@ DECLARE
   v_arrived timestamptz;
   v_until timestamptz;
   v_priority integer;
+  v_holder text;
+  v_preferred text;
 BEGIN
-  SELECT r.token, r.arrived_at, r.held_until, r.priority INTO v_by, v_arrived, v_until, v_priority
+  SELECT r.token, r.arrived_at, r.held_until, r.priority, r.holder
+    INTO v_by, v_arrived, v_until, v_priority, v_holder
     FROM __S__.__P__reservations AS r
     WHERE r.key = p_key AND r.held_until <= v_now + interval '140737488355 seconds';
   IF v_until > v_now AND v_by = p_token::uuid
      AND v_until > v_now + p_hold_ms * interval '750 microseconds' THEN
     RETURN __S__.__P__sooner(p_answer, p_hold_ms);
   END IF;
+  IF v_until > v_now AND v_by <> p_token::uuid THEN
+    v_preferred := __S__.__P__preferred(p_key);
+  END IF;
   IF v_until > v_now AND v_by <> p_token::uuid
-     AND (v_priority > p_priority OR (v_priority = p_priority
-          AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond')) THEN
+     AND (CASE WHEN (v_holder = v_preferred) IS DISTINCT FROM (p_holder = v_preferred)
+               THEN v_holder = v_preferred
+               ELSE v_priority > p_priority OR (v_priority = p_priority
+                    AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond') END) THEN
     RETURN p_answer;
   END IF;
   PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
   v_now := clock_timestamp();
+  v_preferred := __S__.__P__preferred(p_key);
   INSERT INTO __S__.__P__reservations AS r (key, token, arrived_at, held_until, priority, holder)
     VALUES (p_key, p_token::uuid, v_now - p_waited_ms * interval '1 millisecond',
             v_now + p_hold_ms * interval '1 millisecond', p_priority, p_holder)
@@ -49,9 +59,12 @@ BEGIN
         priority = excluded.priority,
         holder = excluded.holder
     WHERE r.held_until <= v_now OR r.token = excluded.token
-       OR r.priority < excluded.priority
-       OR (r.priority = excluded.priority AND r.arrived_at > excluded.arrived_at)
-       OR r.held_until > v_now + interval '140737488355 seconds';
+       OR r.held_until > v_now + interval '140737488355 seconds'
+       OR CASE WHEN (r.holder = v_preferred) IS DISTINCT FROM (excluded.holder = v_preferred)
+               THEN excluded.holder = v_preferred
+               ELSE r.priority < excluded.priority
+                    OR (r.priority = excluded.priority AND r.arrived_at > excluded.arrived_at)
+               END;
   IF NOT FOUND THEN
     RETURN p_answer;
   END IF;
@@ -83,4 +96,14 @@ LANGUAGE sql STABLE AS $$
     WHERE r.key = p_key AND r.held_until > clock_timestamp()
       AND r.held_until <= clock_timestamp() + interval '140737488355 seconds'
       AND isfinite(r.arrived_at)
+$$;
+
+-- preferred: the holder an operator prefers for group `p_key`, while the preference lives
+-- (NULL for none, and for a row this store did not write: an end beyond its range).
+CREATE OR REPLACE FUNCTION __S__.__P__preferred(p_key text)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT p.holder FROM __S__.__P__preferences AS p
+    WHERE p.key = p_key AND p.held_until > clock_timestamp()
+      AND p.held_until <= clock_timestamp() + interval '140737488355 seconds'
 $$;

@@ -1,5 +1,5 @@
 -- The PostgreSQL store's schema, part 1 of 7 (schema.rs joins sql/tables.sql, grant.sql,
--- claim.sql, renew.sql, release.sql, revoke.sql and state.sql, in that order): three
+-- claim.sql, renew.sql, release.sql, revoke.sql and state.sql, in that order): four
 -- tables, and the helpers of the functions that follow, one per operation, so each
 -- operation is one statement (one round trip). `__S__` is the schema and `__P__` the
 -- prefix of every name, both plain identifiers put in by the store.
@@ -50,6 +50,16 @@ CREATE TABLE IF NOT EXISTS __S__.__P__reservations (
 ALTER TABLE __S__.__P__reservations
   ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS holder text NOT NULL DEFAULT '';
+
+-- An operator's preference for the holder that is to lead a group (schema 11), until
+-- `held_until`: while it lives, that holder's claim goes before every other (claim.sql).
+-- Written by the store's prefer statement; a lapsed row counts as none and goes with the
+-- next preference made.
+CREATE TABLE IF NOT EXISTS __S__.__P__preferences (
+  key text PRIMARY KEY,
+  holder text NOT NULL,
+  held_until timestamptz NOT NULL
+);
 
 -- The functions of an older schema version go first (a changed result type cannot be
 -- replaced in place); this runs only when the version is older, in one transaction.
