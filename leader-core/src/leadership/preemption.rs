@@ -21,8 +21,9 @@ use crate::telemetry;
 const RENEWED_BY: Duration = Duration::from_millis(50);
 
 /// Resolves with the candidate the leader is to step down for: one that [goes
-/// before](goes_before) this leader (of `settings.priority`), seen waiting by every read (half a `step_down_delay`
-/// apart, at most `renew_interval` apart) from a first one to one at least
+/// before](goes_before) this leader (of `settings.priority`), seen waiting by every read
+/// (half a `step_down_delay` apart, at most `renew_interval` apart) from a first one to one
+/// at least
 /// `step_down_delay` later, whose claim was kept alive in between (its end moved on: a
 /// waiting candidate asks again every 500 ms). So the step-down comes one to one and a half
 /// delays after the candidate announced itself, and never for a candidate that stopped

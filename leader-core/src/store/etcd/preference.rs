@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_client::{KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{DeleteOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 
 use super::EtcdStore;
 use crate::error::Error;
@@ -40,18 +40,43 @@ impl EtcdStore {
         let keys = self.keys(key)?;
         let bound = self.bound("prefer");
         let Some((holder, ttl)) = preferred else {
-            self.txn(&bound, Txn::new().and_then([TxnOp::delete(keys.preferred(), None)])).await?;
+            let delete =
+                TxnOp::delete(keys.preferred(), Some(DeleteOptions::new().with_prev_key()));
+            let reply = self.txn(&bound, Txn::new().and_then([delete])).await?;
+            self.revoke_replaced(&reply, None);
             return Ok(());
         };
         let until = SystemTime::now().checked_add(ttl).unwrap_or(SystemTime::now());
         let until_ms = until.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
         let lease = self.grant_lease(&bound, self.claim_ttl(ttl), None).await?;
-        let on_lease = PutOptions::new().with_lease(lease.id);
+        let on_lease = PutOptions::new().with_lease(lease.id).with_prev_key();
         let put = TxnOp::put(keys.preferred(), format!("{until_ms} {holder}"), Some(on_lease));
-        self.txn(&bound, Txn::new().and_then([put])).await.inspect_err(|_| {
+        let reply = self.txn(&bound, Txn::new().and_then([put])).await.inspect_err(|_| {
             self.revoke_behind(lease.id);
         })?;
+        self.revoke_replaced(&reply, Some(lease.id));
         Ok(())
+    }
+
+    /// Revokes the lease of the preference a write replaced or deleted (`reply`, which
+    /// asked for the previous key), unless it is `kept`: granted for that preference alone,
+    /// it holds nothing any more (it would lapse with the preference's time, which may be
+    /// long). A previous value this store did not write leaves its lease alone: it may be
+    /// another's, with keys of its own.
+    fn revoke_replaced(&self, reply: &TxnResponse, kept: Option<i64>) {
+        let previous = reply.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Put(put) => put.prev_key().cloned(),
+            TxnOpResponse::Delete(delete) => delete.prev_kvs().first().cloned(),
+            _ => None,
+        });
+        let ours = previous.filter(|kv| {
+            let value = std::str::from_utf8(kv.value()).unwrap_or_default();
+            let (until_ms, holder) = value.split_once(' ').unwrap_or_default();
+            until_ms.parse::<u64>().is_ok() && !holder.is_empty()
+        });
+        if let Some(lease) = ours.map(|kv| kv.lease()).filter(|l| *l != 0 && Some(*l) != kept) {
+            self.revoke_behind(lease);
+        }
     }
 
     /// [`LeaseStore::preference`](crate::LeaseStore::preference): the preference key, read.

@@ -66,6 +66,11 @@ async fn every_call_reaches_the_wrapped_store() {
     let revoked = store.revoke(key, SlotRef::Token(other), Revocation::Now).await.unwrap();
     assert_eq!(revoked, ReleaseOutcome::Released);
     assert!(memory.state(key).await.unwrap().leaders.is_empty());
+    store.prefer(key, Some(("web-2", Duration::from_secs(60)))).await.unwrap();
+    assert_eq!(memory.preference(key).await.unwrap().map(|p| p.holder).as_deref(), Some("web-2"));
+    assert_eq!(store.preference(key).await.unwrap().map(|p| p.holder).as_deref(), Some("web-2"));
+    store.prefer(key, None).await.unwrap();
+    assert_eq!(memory.preference(key).await.unwrap(), None);
 }
 
 #[tokio::test]

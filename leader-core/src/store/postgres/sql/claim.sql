@@ -99,11 +99,12 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- preferred: the holder an operator prefers for group `p_key`, while the preference lives
--- (NULL for none, and for a row this store did not write: an end beyond its range).
+-- (NULL for none, and for a row this store did not write: an end beyond its range, an
+-- empty holder).
 CREATE OR REPLACE FUNCTION __S__.__P__preferred(p_key text)
 RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT p.holder FROM __S__.__P__preferences AS p
-    WHERE p.key = p_key AND p.held_until > clock_timestamp()
+    WHERE p.key = p_key AND p.holder <> '' AND p.held_until > clock_timestamp()
       AND p.held_until <= clock_timestamp() + interval '140737488355 seconds'
 $$;
