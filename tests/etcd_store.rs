@@ -6,10 +6,10 @@
 use leader_testkit::conformance_suite;
 #[path = "etcd_store/keep_alive.rs"]
 mod keep_alive;
-#[path = "etcd_store/preferences.rs"]
-mod preferences;
 #[path = "etcd_store/lock_delay.rs"]
 mod lock_delay;
+#[path = "etcd_store/preferences.rs"]
+mod preferences;
 mod support;
 
 use std::time::Duration;

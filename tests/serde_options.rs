@@ -37,6 +37,7 @@ fn every_options_type_round_trips() {
         .min_lease_time(Duration::from_secs(30))
         .auto_extend(true)
         .renew_interval(Duration::from_secs(20))
+        .priority(7)
         .holder_id("node-1")
         .keys(keys.clone());
     round_trip(&election);

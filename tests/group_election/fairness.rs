@@ -56,3 +56,56 @@ async fn fair_waiters_are_served_in_turn() {
     let fair = most_lost_in_a_row(true).await;
     assert!(fair <= 3 * WAITERS, "a fair waiter lost {fair} hand-overs in a row");
 }
+
+/// Which of two per-call waiters, `first` and `second` (each set up by its options, the
+/// second waiting from a little later), takes a held slot once it is released, on a store
+/// where the operator may prefer a holder (`prefer`).
+async fn served_first(
+    first: LeaderGroupElectionOptions,
+    second: LeaderGroupElectionOptions,
+    prefer: Option<&str>,
+) -> String {
+    let store = MemoryStore::new();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let waiting = |options: LeaderGroupElectionOptions| {
+        let options = options.wait_time(Duration::from_secs(10));
+        let elector = LeaderGroupElector::new(store.clone(), options).expect("valid options");
+        let served = Arc::clone(&served);
+        tokio::spawn(async move {
+            let guard = elector.acquire("queue").await.expect("answers").expect("a slot");
+            served.lock().unwrap().push(guard.lease().holder().to_owned());
+            guard.release().await.expect("released");
+        })
+    };
+    let holding = LeaderGroupElector::new(store.clone(), LeaderGroupElectionOptions::new(1))
+        .expect("valid options");
+    let held = holding.acquire("queue").await.unwrap().expect("a free group");
+    if let Some(holder) = prefer {
+        holding.prefer("queue", holder, Duration::from_secs(60)).await.unwrap();
+    }
+    let first = waiting(first);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = waiting(second);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    held.release().await.unwrap();
+    first.await.unwrap();
+    second.await.unwrap();
+    let served = served.lock().unwrap()[0].clone();
+    served
+}
+
+/// A per-call waiter with a priority is served before an earlier one without, or of a
+/// lower priority; the holder an operator prefers before every priority.
+#[tokio::test(start_paused = true)]
+async fn a_per_call_priority_and_a_preference_are_served_first() {
+    let waiter = |id: &str| LeaderGroupElectionOptions::new(1).holder_id(id);
+    for _ in 0..5 {
+        assert_eq!(
+            served_first(waiter("plain"), waiter("urgent").priority(5), None).await,
+            "urgent"
+        );
+        let (low, high) = (waiter("low").priority(1), waiter("high").priority(2));
+        assert_eq!(served_first(low.clone(), high.clone(), None).await, "high");
+        assert_eq!(served_first(high, low, Some("low")).await, "low", "the preferred one");
+    }
+}

@@ -216,6 +216,7 @@ pub(crate) struct PerCall<'a> {
     group: &'a str,
     skip_on_store_error: bool,
     fair_waiting: bool,
+    priority: Option<i32>,
     backoff: Backoff,
 }
 
@@ -236,6 +237,7 @@ impl<'a> PerCall<'a> {
             group,
             skip_on_store_error: settings.skip_on_store_error,
             fair_waiting: settings.fair_waiting,
+            priority: settings.priority,
             backoff: Backoff::new(
                 FIRST_PAUSE.min(settings.retry_interval),
                 settings.retry_interval,
@@ -286,5 +288,9 @@ impl Policy for PerCall<'_> {
 
     fn waits_fairly(&self) -> bool {
         self.fair_waiting
+    }
+
+    fn priority(&self) -> Option<i32> {
+        self.priority
     }
 }

@@ -60,6 +60,7 @@ pub struct LeaderElectionOptions {
     min_lease_time: Duration,
     auto_extend: bool,
     fair_waiting: bool,
+    priority: Option<i32>,
     #[cfg_attr(
         feature = "serde",
         serde(deserialize_with = "crate::serde_support::field::holder_id")
@@ -82,6 +83,7 @@ impl Default for LeaderElectionOptions {
             min_lease_time: Duration::ZERO,
             auto_extend: false,
             fair_waiting: true,
+            priority: None,
             holder_id: None,
             keys: KeyOptions::default(),
         }
@@ -149,6 +151,7 @@ impl LeaderElectionOptions {
             keys: self.keys.clone(),
             skip_on_store_error: false,
             fair_waiting: self.fair_waiting,
+            priority: self.priority,
         })
     }
 }
@@ -361,6 +364,14 @@ election_setters! {
     /// TTL: 1 s, and at least the cluster's shortest lease). Default: true.
     fn fair_waiting(fair_waiting: bool) => fair_waiting;
 
+    /// Wait with `priority` (higher wins): every attempt claims the group's next free slot
+    /// at that priority, from the first on, so of the waiters that claim it the one of the
+    /// highest priority (then the longest waiting) is served first, and the holder an
+    /// operator [prefers](crate::LeaderGroupElector::prefer) before them all. A per-call
+    /// holder is never asked to step down: a better candidate waits for its slot. Stores
+    /// that keep no claims ignore it. Default: none (fair waiting alone).
+    fn priority(priority: i32) => Some(priority);
+
     /// This candidate's id in state and logs. Default: `hostname:pid:random`.
     /// 1 to 256 bytes, no control characters.
     fn holder_id(holder_id: impl Into<String>) => Some(holder_id.into());
@@ -392,6 +403,8 @@ pub(crate) struct Settings {
     pub skip_on_store_error: bool,
     /// Waiters take turns (see `fair_waiting`).
     pub fair_waiting: bool,
+    /// The priority every attempt claims at (see `priority`).
+    pub priority: Option<i32>,
 }
 
 /// `max_leaders` as a group's size: at least 1 (both option families check it here).
@@ -406,84 +419,4 @@ pub(crate) fn checked_max_leaders(max_leaders: u32) -> Result<std::num::NonZeroU
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn error(options: LeaderGroupElectionOptions) -> String {
-        options.validate().unwrap_err().to_string()
-    }
-
-    #[test]
-    fn defaults_are_valid() {
-        let settings = LeaderGroupElectionOptions::new(1).settings().unwrap();
-        assert_eq!(settings.lease_time, crate::DEFAULT_LEASE_TIME);
-        assert_eq!(settings.wait_time, Duration::ZERO);
-        assert_eq!(settings.renew_interval, None);
-    }
-
-    #[test]
-    fn refuses_zero_leaders() {
-        let err = error(LeaderGroupElectionOptions::new(0));
-        assert_eq!(err, "invalid `max_leaders` 0: must be at least 1 (1 is a single leader)");
-    }
-
-    #[test]
-    fn refuses_zero_lease_and_inverted_min_lease() {
-        let zero = error(LeaderGroupElectionOptions::new(2).lease_time(Duration::ZERO));
-        assert_eq!(zero, "invalid `lease_time` 0ns: must be at least 1ms");
-        let inverted = error(
-            LeaderGroupElectionOptions::new(2)
-                .lease_time(Duration::from_secs(1))
-                .min_lease_time(Duration::from_secs(2)),
-        );
-        assert_eq!(inverted, "invalid `min_lease_time` 2s: must be at most lease_time (1s)");
-    }
-
-    #[test]
-    fn refuses_durations_beyond_the_store_range() {
-        let huge = Duration::from_secs(u64::MAX);
-        for (name, options) in [
-            ("wait_time", LeaderGroupElectionOptions::new(1).wait_time(huge)),
-            ("lease_time", LeaderGroupElectionOptions::new(1).lease_time(huge)),
-        ] {
-            let err = error(options);
-            assert!(err.contains(name) && err.contains("2^47 ms"), "{err}");
-        }
-    }
-
-    #[test]
-    fn refuses_renew_cadences_that_cannot_beat_the_lease() {
-        let slow = LeaderGroupElectionOptions::new(1)
-            .lease_time(Duration::from_secs(9))
-            .auto_extend(true)
-            .renew_interval(Duration::from_secs(5));
-        assert_eq!(
-            error(slow),
-            "invalid `renew_interval` 5s: must be between 1ms and lease_time / 2 (4.5s) \
-             so renewals beat the lease"
-        );
-        let tiny_lease = LeaderGroupElectionOptions::new(1)
-            .lease_time(Duration::from_millis(2))
-            .auto_extend(true);
-        assert!(error(tiny_lease).contains("at least 3ms to be renewed"));
-        let ok = LeaderGroupElectionOptions::new(1)
-            .lease_time(Duration::from_secs(9))
-            .auto_extend(true)
-            .settings()
-            .unwrap();
-        assert_eq!(ok.renew_interval, Some(Duration::from_secs(3)));
-        let without_auto_extend =
-            LeaderGroupElectionOptions::new(1).renew_interval(Duration::from_secs(1));
-        assert_eq!(
-            error(without_auto_extend),
-            "invalid `renew_interval` 1s: only used with auto_extend, which is off"
-        );
-    }
-
-    #[test]
-    fn refuses_bad_holder_and_keys() {
-        assert!(error(LeaderGroupElectionOptions::new(1).holder_id("")).contains("holder_id"));
-        let keys = KeyOptions::new().format("no-placeholder");
-        assert!(error(LeaderGroupElectionOptions::new(1).keys(keys)).contains("{role}"));
-    }
-}
+mod tests;
