@@ -90,8 +90,7 @@ async fn served_first(
     held.release().await.unwrap();
     first.await.unwrap();
     second.await.unwrap();
-    let served = served.lock().unwrap()[0].clone();
-    served
+    served.lock().unwrap()[0].clone()
 }
 
 /// A per-call waiter with a priority is served before an earlier one without, or of a
