@@ -222,9 +222,20 @@ async fn another_value_at_the_preference_key_is_no_failure() {
     let claim = store.claim(key).await.unwrap().expect("a claim");
     assert_eq!((claim.priority, claim.preference), (2, None));
     assert_eq!(server.cli(&["LLEN", &layout.preferred]), "1", "another's key was left alone");
-    // A preference without an expiry (an operator's SET) reads as malformed, not as forever.
-    let key = "leader:preferred-forever";
-    let layout = RedisStore::group_layout(key).unwrap();
-    server.cli(&["SET", &layout.preferred, "someone"]);
-    assert!(store.preference(key).await.is_err());
+    // A preference without an expiry (an operator's SET), or naming nobody, is none: it
+    // made `leader state` fail, and counted as a preference for good.
+    for (at, value) in ["favourite", ""].into_iter().enumerate() {
+        let key = format!("leader:preferred-forever-{at}");
+        let layout = RedisStore::group_layout(&key).unwrap();
+        server.cli(&["SET", &layout.preferred, value]);
+        assert_eq!(store.preference(&key).await.unwrap(), None, "{value:?}");
+        granted_fence(store.acquire(request(&key, 1, token())).await.unwrap());
+        let better = request(&key, 1, token()).reserving_at(SECOND, 10 * SECOND, 2);
+        assert!(matches!(store.acquire(better).await.unwrap(), AcquireOutcome::Full { .. }));
+        let mut named = request(&key, 1, token()).reserving_at(SECOND, 10 * SECOND, 0);
+        named.holder = "favourite";
+        assert!(matches!(store.acquire(named).await.unwrap(), AcquireOutcome::Full { .. }));
+        let claim = store.claim(&key).await.unwrap().expect("a claim");
+        assert_eq!((claim.priority, claim.preference), (2, None), "{value:?}");
+    }
 }

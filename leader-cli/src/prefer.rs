@@ -29,7 +29,8 @@ pub async fn run(
     let now = if leads {
         "it leads now"
     } else {
-        "the leader steps down for it once it waits as a `Leadership` with a priority"
+        "a leader that announced a priority steps down for it once it waits as a `Leadership` \
+         with a priority (a leader without one does not)"
     };
     println!(
         "preferred {holder:?} for group {group} for {}: {now}",

@@ -16,8 +16,10 @@ use crate::store::{ClaimInfo, LeaseStore};
 use crate::telemetry;
 
 /// How far a claim's end must have moved between the first read that saw a better
-/// candidate and a later one for that candidate to count as still waiting: more than the
-/// reads' own error (a round trip, the store's clock in whole milliseconds).
+/// candidate and a later one, beyond the store's [expiry
+/// resolution](crate::LeaseStore::expiry_resolution) (etcd's whole seconds), for that
+/// candidate to count as still waiting: more than the reads' own error (a round trip, the
+/// store's clock in whole milliseconds).
 const RENEWED_BY: Duration = Duration::from_millis(50);
 
 /// Resolves with the candidate the leader is to step down for: one that [goes
@@ -39,6 +41,7 @@ pub(super) async fn better_candidate(
         return std::future::pending().await;
     };
     let period = (settings.step_down_delay / 2).min(settings.renew_interval);
+    let renewed_by = RENEWED_BY + store.expiry_resolution();
     // When a better candidate was first seen, and when its claim was to end then.
     let mut first_seen: Option<(Instant, Instant)> = None;
     loop {
@@ -48,7 +51,7 @@ pub(super) async fn better_candidate(
                 let now = Instant::now();
                 let ends = now + claim.expires_in;
                 let (since, ended) = *first_seen.get_or_insert((now, ends));
-                if now - since >= settings.step_down_delay && ends > ended + RENEWED_BY {
+                if now - since >= settings.step_down_delay && ends > ended + renewed_by {
                     return claim;
                 }
             }

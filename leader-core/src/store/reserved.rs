@@ -125,7 +125,9 @@ pub(super) fn granted(reserved: &mut Option<Reserved>, token: LeaseToken) {
 
 /// When a refused `request` is to ask again: at `until` (the nearest expiry, or the end of
 /// another's claim), or sooner if it holds the claim, within half the claim's life, so the
-/// claim lives on while it waits.
+/// claim lives on while it waits; a request that claims behind another's claim asks again
+/// when that claim would lapse (so a better candidate behind one that died announces itself
+/// then, not at the nearest expiry).
 pub(super) fn renewed_by(
     reserved: Option<&Reserved>,
     request: &AcquireRequest<'_>,
@@ -136,6 +138,7 @@ pub(super) fn renewed_by(
         (Some(claim), Some(asked)) if claim.token == request.token => {
             until.min(now + asked.hold_for / 2)
         }
+        (Some(claim), Some(_)) if claim.until > now => until.min(claim.until),
         _ => until,
     }
 }

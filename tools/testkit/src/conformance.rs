@@ -69,6 +69,7 @@ pub use self::preferences::{
 pub use self::priorities::{
     a_higher_priority_takes_the_reservation_and_the_claim_names_it,
     a_leader_steps_down_only_for_a_strictly_higher_priority,
+    a_waiter_behind_another_claim_asks_again_when_it_would_lapse,
 };
 pub use self::releases::{
     a_revocation_ends_renewals_and_hands_the_slot_on_only_at_its_expiry,
@@ -142,6 +143,7 @@ macro_rules! with_every_rule {
             a_reservation_lapses_and_never_holds_back_a_second_free_slot,
             a_higher_priority_takes_the_reservation_and_the_claim_names_it,
             a_leader_steps_down_only_for_a_strictly_higher_priority,
+            a_waiter_behind_another_claim_asks_again_when_it_would_lapse,
             a_preferred_holder_takes_the_claim_whatever_its_priority,
             a_leader_steps_down_for_the_preferred_holder_and_for_no_absent_one,
             release_wakes_watchers,

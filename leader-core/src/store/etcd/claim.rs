@@ -213,8 +213,10 @@ impl EtcdStore {
     }
 
     /// [`LeaseStore::claim`](crate::LeaseStore::claim): the claim key of `key` and its
-    /// preference key, read together. Its time left is the claim's TTL (its lease's time to
-    /// live is not asked).
+    /// preference key, read together, then the claim's lease's time to live (in whole
+    /// seconds, rounded down: its end moves on only while the claim's holder keeps asking,
+    /// which is what a leader that looks for a better candidate needs to see). A lease
+    /// found gone is no claim.
     pub(crate) async fn claim_of(&self, key: &str) -> Result<Option<ClaimInfo>, Error> {
         let keys = self.keys(key)?;
         let [claim, preferred] = self.read_keys("claim", [keys.claim(), keys.preferred()]).await?;
@@ -223,7 +225,18 @@ impl EtcdStore {
         let preferred = preferred.as_ref().and_then(super::preference::preferred_holder);
         let now_us = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros();
         let waited_us = u64::try_from(now_us).unwrap_or(u64::MAX).saturating_sub(claim.arrival_us);
-        let expires_in = super::leases::secs(self.claim_ttl(claim.hold));
+        let bound = self.bound("claim");
+        let lease = key.lease;
+        let life = self.inner.members.call(&bound, |client| async move {
+            client.lease_client().time_to_live(lease, None).await
+        });
+        // Whole seconds left, rounded down (0: under a second, as a claim of a one-second
+        // lease kept alive twice a second always reads); -1 for a lease that is gone.
+        let left = life.await?.ttl();
+        if left < 0 {
+            return Ok(None);
+        }
+        let expires_in = super::leases::secs(left);
         let info = ClaimInfo::new(
             key.holder,
             claim.priority,

@@ -21,7 +21,9 @@ fn read(kv: &KeyValue) -> Option<(String, Duration)> {
     let (until_ms, holder) = value.split_once(' ')?;
     let until = UNIX_EPOCH.checked_add(Duration::from_millis(until_ms.parse().ok()?))?;
     let left = until.duration_since(SystemTime::now()).ok().filter(|left| !left.is_zero())?;
-    (!holder.is_empty()).then(|| (holder.to_owned(), left))
+    // A time beyond the store's range (2^47 ms ahead) was not written by this store.
+    let ours = left <= crate::duration::MAX_DURATION && !holder.is_empty();
+    ours.then(|| (holder.to_owned(), left))
 }
 
 /// The holder the preference key `kv` names, while it lives.

@@ -46,7 +46,7 @@ const SCHEMA_DIGESTS: &[(&str, u64)] = &[
     ("leader-core schema 8", 14595019790220804352),
     ("leader-core schema 9", 13912712618655967851),
     ("leader-core schema 10", 11566335678571283665),
-    ("leader-core schema 11", 10716179690875915269),
+    ("leader-core schema 11", 1020743670161332578),
 ];
 
 /// What the tables must look like: (table suffix, [(column, type as

@@ -100,10 +100,13 @@ if live > 0 then
     if nearest - 1 > now then
       redis.pcall('SET', full_key, FULL_PREFIX .. ARGV[4], 'PXAT', string.format('%d', nearest - 1))
     end
-    -- The claim's holder asks again within half the claim's life, so it lives on.
-    local _, owner, hold = claim_next_slot(reserved, now)
+    -- The claim's holder asks again within half the claim's life, so it lives on; a
+    -- request that claims behind another's claim asks again when that claim would lapse.
+    local claim_until, owner, hold = claim_next_slot(reserved, now)
     if hold and owner == token then
       return {0, math.min(nearest - now, math.floor(hold / 2))}
+    elseif hold and claim_until then
+      return {0, math.min(nearest, claim_until) - now}
     end
     return {0, nearest - now}
   end

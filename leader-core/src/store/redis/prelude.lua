@@ -187,9 +187,14 @@ local function claim_of(value, now)
   return until_ms, owner, arrival, priority, holder
 end
 
--- The holder an operator prefers for the group (the string at `key`), or false: anything
--- but a string there is no preference.
+-- The holder an operator prefers for the group (the string at `key`), and the time it has
+-- left (ms); or false: anything but a non-empty string with an expiry (this store always
+-- writes one) is no preference.
 local function preferred_holder(key)
   local value = redis.pcall('GET', key)
-  return type(value) == 'string' and value
+  if type(value) ~= 'string' or value == '' then
+    return false
+  end
+  local left = redis.call('PTTL', key)
+  return left > 0 and value, left
 end

@@ -200,8 +200,8 @@ pub(super) fn preference(reply: Value) -> Result<Option<Preference>, Error> {
     match items.as_slice() {
         [] => Ok(None),
         [Value::BulkString(holder), expires_in] => {
-            // PTTL answers -1 for a key without an expiry, which this store never writes.
-            let expires_in = int(expires_in).filter(|ms| *ms >= 0);
+            // A key without an expiry (PTTL -1), which this store never writes, reads as none.
+            let expires_in = int(expires_in).filter(|ms| *ms > 0);
             let expires_in = expires_in.ok_or_else(|| malformed("preference", &reply))?;
             let holder = String::from_utf8_lossy(holder).into_owned();
             Ok(Some(Preference::new(holder, span(expires_in))))

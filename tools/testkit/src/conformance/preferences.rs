@@ -93,11 +93,15 @@ pub async fn a_leader_steps_down_for_the_preferred_holder_and_for_no_absent_one<
         return;
     }
     store.prefer(key, Some(("absent", LIVE))).await.unwrap();
+    // A third candidate holds the group's claim (the best priority of those waiting), so the
+    // preferred one waits behind its claim: it must ask again within that claim's life, not
+    // at the leader's slot's expiry (a lease: it took that long on Redis and PostgreSQL).
+    let mid = candidate(store, key, "mid", 3).await;
     sleep(STEP_DOWN_DELAY * 2 + Duration::from_millis(500)).await;
     assert_eq!(high.fence(), Some(first_fence), "stepped down for a holder that never came");
 
     store.prefer(key, Some(("low", LIVE))).await.unwrap();
-    until_leading(&low, STEP_DOWN_DELAY * 3 + Duration::from_secs(3), "the preferred one").await;
+    until_leading(&low, STEP_DOWN_DELAY * 2 + Duration::from_secs(3), "the preferred one").await;
     let preferred_fence = low.fence().expect("a leader's fence");
     assert!(preferred_fence > first_fence);
     assert!(!high.is_leader());
@@ -109,7 +113,7 @@ pub async fn a_leader_steps_down_for_the_preferred_holder_and_for_no_absent_one<
     store.prefer(key, None).await.unwrap();
     until_leading(&higher, STEP_DOWN_DELAY * 3 + Duration::from_secs(3), "the best one").await;
     assert!(higher.fence().expect("a leader's fence") > preferred_fence);
-    for leadership in [higher, low, high] {
+    for leadership in [higher, mid, low, high] {
         leadership.stop().await.unwrap();
     }
 }

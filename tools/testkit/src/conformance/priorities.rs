@@ -8,7 +8,7 @@ use leader_core::store::AcquireOutcome;
 use leader_core::{KeyOptions, Leadership, LeadershipOptions, LeaseStore};
 use tokio::time::{sleep, timeout};
 
-use super::{LIVE, granted, live, token};
+use super::{LIVE, granted, lease, live, tick, token};
 
 /// The rule: A higher priority takes the group's reservation whatever its arrival, equal
 /// priorities keep their arrival order, and [`LeaseStore::claim`] names the candidate it
@@ -54,6 +54,29 @@ pub async fn a_higher_priority_takes_the_reservation_and_the_claim_names_it<
     }
     granted(store, live(key, 1, late_high)).await;
     assert_eq!(store.claim(key).await.unwrap(), None, "a claim ends with its grant");
+}
+
+/// The rule: A waiter that claims behind another's claim is told to ask again once that
+/// claim would lapse, not at the group's nearest expiry, so a better candidate behind one
+/// that stopped asking announces itself within the claim's life, on `key` of `store`.
+pub async fn a_waiter_behind_another_claim_asks_again_when_it_would_lapse<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: &S,
+    key: &str,
+) {
+    granted(store, live(key, 1, token())).await;
+    let first = live(key, 1, token()).reserving_at(Duration::ZERO, lease(), 9);
+    assert!(matches!(store.acquire(first).await.unwrap(), AcquireOutcome::Full { .. }));
+    let behind = live(key, 1, token()).reserving_at(Duration::ZERO, lease(), 5);
+    let AcquireOutcome::Full { nearest_expiry } = store.acquire(behind).await.unwrap() else {
+        panic!("a full group granted a slot")
+    };
+    // The claim's life, as the store keeps it (on etcd, its lease of whole seconds, at least
+    // the cluster's minimum TTL), against the held slot's minute.
+    let bound =
+        if store.keeps_reservations() { lease() + tick() + Duration::from_secs(2) } else { LIVE };
+    assert!(nearest_expiry <= bound, "told to ask again in {nearest_expiry:?}");
 }
 
 /// How long a better candidate must have waited before the leader steps down for it, in

@@ -42,7 +42,7 @@ BEGIN
                THEN v_holder = v_preferred
                ELSE v_priority > p_priority OR (v_priority = p_priority
                     AND v_arrived <= v_now - p_waited_ms * interval '1 millisecond') END) THEN
-    RETURN p_answer;
+    RETURN __S__.__P__until_lapsed(p_answer, v_until);
   END IF;
   PERFORM pg_advisory_xact_lock(__S__.__P__lock_key(p_key));
   v_now := clock_timestamp();
@@ -66,7 +66,9 @@ BEGIN
                     OR (r.priority = excluded.priority AND r.arrived_at > excluded.arrived_at)
                END;
   IF NOT FOUND THEN
-    RETURN p_answer;
+    SELECT r.held_until INTO v_until FROM __S__.__P__reservations AS r
+      WHERE r.key = p_key AND r.held_until <= v_now + interval '140737488355 seconds';
+    RETURN __S__.__P__until_lapsed(p_answer, v_until);
   END IF;
   IF (SELECT count(*) FROM __S__.__P__slots AS s
       WHERE s.key = p_key AND s.expires_at > v_now) < p_max THEN
@@ -81,6 +83,17 @@ CREATE OR REPLACE FUNCTION __S__.__P__sooner(p_answer bigint[], p_hold_ms bigint
 RETURNS bigint[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT p_answer[1:3] || least(p_answer[4], p_answer[5] + p_hold_ms * 500) || p_answer[5:6]
+$$;
+
+-- A refusal `p_answer` whose nearest expiry is no later than `p_until`, the end of the
+-- claim that went before this one's: a better candidate behind a claim whose holder died
+-- asks again, and announces itself, once that claim lapsed.
+CREATE OR REPLACE FUNCTION __S__.__P__until_lapsed(p_answer bigint[], p_until timestamptz)
+RETURNS bigint[]
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT p_answer[1:3]
+         || least(p_answer[4], coalesce(__S__.__P__micros(p_until), p_answer[4]))
+         || p_answer[5:6]
 $$;
 
 -- claim_info: the group's live claim, for a leader that looks for a better candidate and
