@@ -222,6 +222,11 @@ async fn another_value_at_the_preference_key_is_no_failure() {
     let claim = store.claim(key).await.unwrap().expect("a claim");
     assert_eq!((claim.priority, claim.preference), (2, None));
     assert_eq!(server.cli(&["LLEN", &layout.preferred]), "1", "another's key was left alone");
+    for preferred in [Some(("someone", 10 * SECOND)), None] {
+        let refused = store.prefer(key, preferred).await.unwrap_err();
+        assert!(matches!(refused, leader::Error::WrongType { .. }), "{refused:?}");
+        assert_eq!(server.cli(&["LLEN", &layout.preferred]), "1", "another's key was changed");
+    }
     // A preference without an expiry (an operator's SET), or naming nobody, is none: it
     // made `leader state` fail, and counted as a preference for good.
     for (at, value) in ["favourite", ""].into_iter().enumerate() {

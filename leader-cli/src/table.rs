@@ -21,11 +21,12 @@ pub fn render(
     }
     if let Some(claim) = waiting {
         out.push_str(&format!(
-            "next free slot kept for {} (priority {}, waiting {}, announcement lapses in {})\n",
+            "next free slot kept for {} (priority {}, waiting {}, announcement lapses in {}){}\n",
             shown(&claim.holder),
             claim.priority,
             seconds(claim.waited),
             seconds(claim.expires_in),
+            if claim.is_preferred() { ", the preferred holder" } else { "" },
         ));
     }
     out
@@ -92,6 +93,7 @@ pub fn json(
             "priority": claim.priority,
             "waited_ms": claim.waited.as_millis() as u64,
             "expires_in_ms": claim.expires_in.as_millis() as u64,
+            "preferred": claim.is_preferred(),
         }),
         None => serde_json::Value::Null,
     };

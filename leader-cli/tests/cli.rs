@@ -319,11 +319,30 @@ async fn prefer_names_a_holder_that_state_shows_and_clear_withdraws() {
     let output = leader(&url, &["prefer", "report", "--holder", "web-2", "--for", "5m"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).starts_with("preferred \"web-2\" for group report for 5m"));
+    // A leader, and web-2 waiting with a claim: the state names it as the preferred holder.
+    let store = RedisStore::connect(&url).await.unwrap();
+    hold(&store, "leader:report", "web-1").await;
+    hold(&store, "leader:report", "web-3").await;
+    hold(&store, "leader:report", "web-4").await;
+    let mut waiting = AcquireRequest::new(
+        "leader:report",
+        std::num::NonZeroU32::new(3).unwrap(),
+        LeaseToken::generate().unwrap(),
+        "web-2",
+        Duration::from_secs(60),
+    )
+    .reserving_at(Duration::ZERO, Duration::from_secs(60), 0);
+    waiting.holder = "web-2";
+    assert!(matches!(store.acquire(waiting).await.unwrap(), AcquireOutcome::Full { .. }));
     let table = stdout(&leader(&url, &["state", "report"]));
     assert!(table.contains("preferred holder web-2 (for "), "{table}");
+    assert!(table.contains("next free slot kept for web-2 (priority 0"), "{table}");
+    assert!(table.contains(", the preferred holder\n"), "{table}");
     let output = leader(&url, &["state", "report", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["preferred"]["holder"], "web-2");
+    assert_eq!(json["waiting"]["holder"], "web-2");
+    assert_eq!(json["waiting"]["preferred"], true);
     let left = json["preferred"]["expires_in_ms"].as_u64().unwrap();
     assert!((200_000..=300_000).contains(&left), "{json}");
 

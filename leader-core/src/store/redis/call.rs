@@ -86,8 +86,8 @@ impl RedisStore {
     /// What the group's keys hold, for a wrong-type error: `{k}:group is a string, …`.
     async fn describe_types(&self, key: &str) -> String {
         let mut found = Vec::new();
-        let keys =
-            GroupKeys::new(key).map(|keys| [keys.group(), keys.full()].map(|k| k.to_string()));
+        let keys = GroupKeys::new(key)
+            .map(|keys| [keys.group(), keys.full(), keys.preferred()].map(|k| k.to_string()));
         if let (Ok(keys), Ok((_, mut connection, _))) = (keys, self.inner.connections.get().await) {
             for key in &keys {
                 let kind: Result<String, _> =
