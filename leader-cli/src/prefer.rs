@@ -29,8 +29,8 @@ pub async fn run(
     let now = if leads {
         "it leads now"
     } else {
-        "a leader that announced a priority steps down for it once it waits as a `Leadership` \
-         with a priority (a leader without one does not)"
+        "once it waits as a `Leadership` with a priority, a leader that has a priority steps \
+         down for it (one without does not)"
     };
     println!(
         "preferred {holder:?} for group {group} for {}: {now}",
