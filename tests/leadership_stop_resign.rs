@@ -149,3 +149,50 @@ async fn a_leader_steps_down_for_a_better_candidate_not_for_a_claim_nobody_keeps
         instance.stop().await.expect("stopped");
     }
 }
+
+/// Holds back every reply to a claim read but the first by 1.5 s: the read reached the
+/// store, its answer is late (a stalled task, a slow network).
+#[derive(Debug, Default)]
+struct LateClaimReads(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl leader::store::author::StoreLayer for LateClaimReads {
+    async fn claim(
+        &self,
+        inner: &dyn leader::LeaseStore,
+        key: &str,
+    ) -> Result<Option<leader::ClaimInfo>, leader::Error> {
+        let claim = inner.claim(key).await;
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0 {
+            sleep(Duration::from_millis(1500)).await;
+        }
+        claim
+    }
+}
+
+/// A leader counted a claim's end from when the reply arrived, so a late reply made a claim
+/// nobody keeps alive look renewed, and the leader stepped down for it. It counts from when
+/// the read was sent now.
+#[tokio::test(start_paused = true)]
+async fn a_late_claim_read_makes_no_dead_claim_look_alive() {
+    use leader::LeaseStore;
+    use leader::store::AcquireRequest;
+    use leader::store::author::Layered;
+    let memory = MemoryStore::new();
+    let store = Layered::new(LateClaimReads::default(), memory.clone());
+    let low = start("reporter", store, options().priority(1).step_down_delay(SECOND)).await;
+    settle(std::slice::from_ref(&low), 1).await;
+    let fence = low.fence();
+    let once = AcquireRequest::new(
+        "leader:reporter",
+        std::num::NonZeroU32::MIN,
+        leader::LeaseToken::generate().unwrap(),
+        "gone",
+        30 * SECOND,
+    )
+    .reserving_at(Duration::ZERO, 120 * SECOND, 100);
+    memory.acquire(once).await.unwrap();
+    sleep(10 * SECOND).await;
+    assert_eq!(low.fence(), fence, "stepped down for a claim nobody keeps, read late");
+    low.stop().await.expect("stopped");
+}

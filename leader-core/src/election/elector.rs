@@ -104,4 +104,9 @@ impl LeaderElector {
     pub async fn clear_preference(&self, name: &str) -> Result<(), Error> {
         self.group.clear_preference(name).await
     }
+
+    /// The live preference for `name`, if any; see [`LeaderGroupElector::preference`].
+    pub async fn preference(&self, name: &str) -> Result<Option<crate::Preference>, Error> {
+        self.group.preference(name).await
+    }
 }

@@ -46,12 +46,15 @@ pub(super) async fn better_candidate(
     let mut first_seen: Option<(Instant, Instant)> = None;
     loop {
         sleep(period).await;
+        // Counted from when the read was sent: the store read the claim after that, so its
+        // end is no later than this says, and a late reply (a stalled task) never makes a
+        // claim nobody keeps alive look renewed.
+        let sent = Instant::now();
         match telemetry::claim(store, &settings.key).await {
             Ok(Some(claim)) if goes_before(&claim, own, &settings.holder_id) => {
-                let now = Instant::now();
-                let ends = now + claim.expires_in;
-                let (since, ended) = *first_seen.get_or_insert((now, ends));
-                if now - since >= settings.step_down_delay && ends > ended + renewed_by {
+                let ends = sent + claim.expires_in;
+                let (since, ended) = *first_seen.get_or_insert((sent, ends));
+                if sent - since >= settings.step_down_delay && ends > ended + renewed_by {
                     return claim;
                 }
             }
